@@ -1,0 +1,81 @@
+"""Part 1: profile torch.add(torch.matmul(x, w), b) with torch.profiler.
+
+    uv run 01_matmul_add.py --size 64                        # overhead-bound, cold first step
+    uv run 01_matmul_add.py --size 4096 --warmup             # compute-bound
+    uv run 01_matmul_add.py --size 4096 --warmup --compile   # one aten::addmm
+    uv run 01_matmul_add.py --size 64 --batch 8              # aten::bmm instead of aten::mm
+
+Writes traces/01_matmul_add/<size>_<dtype>_<warm>_<mode>.txt (the table) and .json (the trace).
+"""
+
+import torch
+
+from common.lesson import lesson_main, parser, positive_int, setup
+
+cli = parser("01_matmul_add", __doc__, warmup_default=False)  # Part 1 starts cold
+cli.add_argument("--size", type=positive_int, default=64, help="matrices are size x size (default: 64)")
+cli.add_argument("--batch", type=positive_int, default=None,
+                 help="add a leading batch axis of this length, so aten::matmul dispatches aten::bmm")
+
+
+# 1. The workload: a matrix multiplication followed by a bias add.
+def fn(x, w, b):
+    return torch.add(torch.matmul(x, w), b)
+
+
+@lesson_main
+def main():
+    lesson = setup(
+        cli,
+        shape=lambda a: (a.batch, a.size) if a.batch else (a.size,),
+        elements=lambda a: 5 * (a.batch or 1) * a.size * a.size,  # x, w, b, the product, the sum
+    )
+    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+
+    lead = (args.batch,) if args.batch else ()
+    x = torch.randn(*lead, args.size, args.size, device=device, dtype=dtype)
+    w = torch.randn(*lead, args.size, args.size, device=device, dtype=dtype)
+    b = torch.randn(*lead, args.size, args.size, device=device, dtype=dtype)
+
+    compiled = torch.compile(fn, mode=args.compile_mode) if args.compile else fn
+
+    # 2. One step, annotated so it is easy to find in the trace.
+    def step():
+        with torch.profiler.record_function("matmul_add"):
+            return compiled(x, w, b)
+
+    # 3. Optional warm-up: pay the one-time costs (compilation, cuBLAS heuristics) before profiling.
+    if args.warmup:
+        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
+            for _ in range(3):
+                step()
+            lesson.sync()
+
+    # 4. Profile: skip `wait` steps, run `warmup` steps unrecorded, record `active` steps.
+    s = args.schedule
+    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+        with torch.profiler.profile(
+            activities=lesson.activities,  # CPU, plus CUDA on a GPU
+            schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
+            record_shapes=args.record_shapes,
+            profile_memory=args.profile_memory,
+            with_stack=args.with_stack,
+        ) as prof:
+            for _ in range(s.steps):
+                step()
+                prof.step()  # tell the profiler a step ended: ProfilerStep#N in the trace
+        lesson.sync()
+
+    # 5. Export: the profiler table (what takes the most time) and the trace (when and why).
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
+
+    if args.compile and not lesson.check_close(step(), fn(x, w, b), "compiled output vs eager"):
+        return 1
+    return lesson.finish(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""Part 2: the same GeGLU MLP with a hand-tuned fused kernel (Liger's GeGLU, Triton). Needs CUDA.
+
+    uv run 03_kernels_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072                 # from the Hub
+    uv run --extra liger 03_kernels_mlp.py --source pip                                    # from PyPI
+
+--source hub (the post's way) loads LigerGEGLUMLP with kernels.get_kernel() from the Hugging Face
+Hub; --source pip imports it from the liger-kernel package, for machines without Hub access.
+Writes traces/03_kernels_mlp/<batch>x<seq>x<dim>x<hidden>_<dtype>_<warm>_<mode>.txt and .json.
+"""
+
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from common.errors import fail
+from common.lesson import lesson_main, parser, positive_int, setup
+
+LIGER_HUB_REPO = "kernels-community/liger-kernels"
+LIGER_HUB_VERSION = 1  # pinned: a new kernel version on the Hub must not change the lesson silently
+
+cli = parser("03_kernels_mlp", __doc__, warmup_default=True)
+cli.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default: 64)")
+cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
+cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
+cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+cli.add_argument("--source", choices=("hub", "pip"), default="hub",
+                 help="hub: kernels.get_kernel from the Hugging Face Hub (default); pip: the liger-kernel package")
+
+
+# The plain PyTorch MLP of 03_simple_mlp.py, to check the fused kernel's answer against.
+class GeGLUMLP(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+def load_liger_geglu_mlp(source):
+    """LigerGEGLUMLP: three nn.Linear and one fused Triton GeLU*mul kernel (LigerGELUMulFunction)."""
+    if source == "hub":
+        try:
+            from kernels import get_kernel
+
+            liger = get_kernel(LIGER_HUB_REPO, version=LIGER_HUB_VERSION)
+        except Exception as exc:  # no network, no Hub, no such version: all end the same way
+            fail(f"could not load {LIGER_HUB_REPO} (version {LIGER_HUB_VERSION}) from the Hugging Face Hub "
+                 f"({type(exc).__name__}); without Hub access use --source pip")
+        return liger.layers.LigerGEGLUMLP
+    try:
+        from liger_kernel.transformers import LigerGEGLUMLP
+    except ImportError:
+        fail("--source pip needs the liger-kernel package: run with `uv run --extra liger 03_kernels_mlp.py "
+             "--source pip` (or `uv sync --extra liger`)")
+    return LigerGEGLUMLP
+
+
+def mlp_elements(a):
+    tokens = a.batch * a.seq
+    return 2 * (2 * tokens * a.dim + 3 * a.dim * a.hidden) + 4 * tokens * a.hidden
+
+
+@lesson_main
+def main():
+    lesson = setup(
+        cli,
+        shape=lambda a: (a.batch, a.seq, a.dim, a.hidden),
+        elements=mlp_elements,
+        needs_cuda="the hand-tuned Liger kernel is written in Triton for GPUs. Without a GPU, see the fused "
+                   "kernel Inductor writes for the CPU: uv run 03_simple_mlp.py --compile",
+    )
+    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+
+    # 1. The workload: Liger's GeGLU MLP, with the same weights as the plain PyTorch MLP.
+    LigerGEGLUMLP = load_liger_geglu_mlp(args.source)
+    config = SimpleNamespace(hidden_size=args.dim, intermediate_size=args.hidden, hidden_act="gelu_pytorch_tanh")
+    model = LigerGEGLUMLP(config).to(device=device, dtype=dtype).eval()
+    reference = GeGLUMLP(args.dim, args.hidden).to(device=device, dtype=dtype).eval()
+    model.load_state_dict(reference.state_dict())
+    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+
+    # Before profiling: does the fused kernel give the plain MLP's answer?
+    with torch.no_grad():
+        if not lesson.check_close(model(x), reference(x), "Liger GeGLU MLP vs plain PyTorch MLP"):
+            return 1
+
+    compiled = torch.compile(model, mode=args.compile_mode) if args.compile else model
+
+    # 2. One forward, without autograd, annotated so it is easy to find in the trace.
+    def step():
+        with torch.no_grad(), torch.profiler.record_function("kernels_mlp_fwd"):
+            return compiled(x)
+
+    # 3. Warm-up (on by default here; --no-warmup profiles cold).
+    if args.warmup:
+        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
+            for _ in range(3):
+                step()
+            lesson.sync()
+
+    # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
+    s = args.schedule
+    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+        with torch.profiler.profile(
+            activities=lesson.activities,  # CPU and CUDA
+            schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
+            record_shapes=args.record_shapes,
+            profile_memory=args.profile_memory,
+            with_stack=args.with_stack,
+        ) as prof:
+            for _ in range(s.steps):
+                step()
+                prof.step()
+        lesson.sync()
+
+    # 5. Export the table and the trace.
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
+    return lesson.finish(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

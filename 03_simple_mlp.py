@@ -1,0 +1,93 @@
+"""Part 2: profile a GeGLU MLP, eager and compiled.
+
+    uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072             # 3 GEMMs + gelu + mul
+    uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072 --compile   # gelu*mul fused into one kernel
+
+On the CPU the fused kernel shows as graph_0_cpp_fused__unsafe_view_gelu_mul_0 (Inductor's
+cpp.enable_kernel_profile is switched on for compiled CPU runs).
+Writes traces/03_simple_mlp/<batch>x<seq>x<dim>x<hidden>_<dtype>_<warm>_<mode>.txt and .json.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from common.lesson import lesson_main, parser, positive_int, setup
+
+cli = parser("03_simple_mlp", __doc__, warmup_default=True)
+cli.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default: 64)")
+cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
+cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
+cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+
+
+# 1. The workload: down(gelu_tanh(gate(x)) * up(x)), three bias-free projections.
+class GeGLUMLP(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+def mlp_elements(a):
+    """x and the output, three weights, and the [tokens, hidden] intermediates alive at once."""
+    tokens = a.batch * a.seq
+    return 2 * tokens * a.dim + 3 * a.dim * a.hidden + 4 * tokens * a.hidden
+
+
+@lesson_main
+def main():
+    lesson = setup(cli, shape=lambda a: (a.batch, a.seq, a.dim, a.hidden), elements=mlp_elements)
+    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+
+    model = GeGLUMLP(args.dim, args.hidden).to(device=device, dtype=dtype).eval()
+    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+
+    compiled = torch.compile(model, mode=args.compile_mode) if args.compile else model
+
+    # 2. One forward, without autograd, annotated so it is easy to find in the trace.
+    def step():
+        with torch.no_grad(), torch.profiler.record_function("mlp_fwd"):
+            return compiled(x)
+
+    # 3. Warm-up (on by default here; --no-warmup profiles cold).
+    if args.warmup:
+        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
+            for _ in range(3):
+                step()
+            lesson.sync()
+
+    # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
+    s = args.schedule
+    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+        with torch.profiler.profile(
+            activities=lesson.activities,  # CPU, plus CUDA on a GPU
+            schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
+            record_shapes=args.record_shapes,
+            profile_memory=args.profile_memory,
+            with_stack=args.with_stack,
+        ) as prof:
+            for _ in range(s.steps):
+                step()
+                prof.step()
+        lesson.sync()
+
+    # 5. Export the table and the trace.
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
+
+    if args.compile:
+        with torch.no_grad():
+            if not lesson.check_close(step(), model(x), "compiled output vs eager"):
+                return 1
+    return lesson.finish(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

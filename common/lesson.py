@@ -1,0 +1,352 @@
+"""What every numbered script needs besides its lesson: flags, device, dtype, paths, console.
+
+A script builds its parser with :func:`parser`, adds its own shape flags, then calls
+:func:`setup`, which validates everything before a byte is allocated or written and returns a
+:class:`Lesson`. The profiler loop itself stays in the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from rich.console import Console
+
+from common.errors import BadInput, fail
+from common.paths import COMPILE_MODES, atomic_path, make_tag, mode_label, table_file, trace_file
+
+# Kineto prints its own stage and USDT log lines to stderr; silence them (set before any profiling).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+import torch  # noqa: E402  (after the environment above)
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# How far a compiled (or hand-tuned) output may stray from eager, relative to the output's scale.
+TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
+WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the posts)
+MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this share of free memory
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that accepts ``--in_dim`` and ``--in-dim`` alike and fails in one line."""
+
+    def add_argument(self, *names, **kwargs):
+        spellings = list(names)
+        for name in names:
+            if name.startswith("--"):
+                for other in (name.replace("_", "-"), name.replace("-", "_").replace("__", "--", 1)):
+                    if other not in spellings:
+                        spellings.append(other)
+        return super().add_argument(*spellings, **kwargs)
+
+    def error(self, message: str):
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class Schedule:
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+
+    @property
+    def steps(self) -> int:
+        """Exactly the steps the schedule needs: (wait + warmup + active) * repeat."""
+        return (self.wait + self.warmup + self.active) * self.repeat
+
+    @property
+    def recorded(self) -> range:
+        """The ProfilerStep numbers the exported trace holds (the last cycle's active steps)."""
+        first = self.steps - self.active
+        return range(first, self.steps)
+
+    def __str__(self) -> str:
+        return f"wait={self.wait}, warmup={self.warmup}, active={self.active}, repeat={self.repeat}"
+
+
+def parse_schedule(text: str) -> Schedule:
+    parts = text.split(",")
+    if len(parts) not in (3, 4):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WAIT,WARMUP,ACTIVE[,REPEAT]")
+    try:
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WAIT,WARMUP,ACTIVE[,REPEAT] in whole numbers") from None
+    schedule = Schedule(*numbers)
+    if schedule.wait < 0 or schedule.warmup < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: WAIT and WARMUP must be 0 or more")
+    if schedule.active < 1 or schedule.repeat < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: ACTIVE and REPEAT must be 1 or more")
+    if schedule.steps > 10_000:
+        raise argparse.ArgumentTypeError(f"{text!r} asks for {schedule.steps} steps; keep it under 10000")
+    return schedule
+
+
+def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.ArgumentParser:
+    """The flags every lesson shares; the script adds its shape flags to the returned parser."""
+    p = _Parser(prog=f"{script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(script=script)
+    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="element type (default: bf16)")
+    p.add_argument(
+        "--warmup", action=argparse.BooleanOptionalAction, default=warmup_default,
+        help=f"run {WARMUP_CALLS} un-profiled calls and synchronise before profiling "
+        f"(default: {'on' if warmup_default else 'off'})",
+    )
+    p.add_argument("--compile", action="store_true", help="wrap the workload in torch.compile")
+    p.add_argument("--compile_mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="auto: CUDA when available, else the CPU (default: auto)")
+    p.add_argument("--schedule", type=parse_schedule, default=Schedule(), metavar="WAIT,WARMUP,ACTIVE[,REPEAT]",
+                   help="torch.profiler.schedule (default: 1,1,3,1)")
+    p.add_argument("--row_limit", type=positive_int, default=15, help="rows in the profiler table (default: 15)")
+    p.add_argument("--record_shapes", action="store_true", help="record input shapes (adds CPU overhead)")
+    p.add_argument("--profile_memory", action="store_true", help="record allocations (adds CPU overhead)")
+    p.add_argument("--with_stack", action="store_true", help="record Python stacks (adds CPU overhead)")
+    p.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
+    p.add_argument("--trace_dir", type=Path, default=None, help=f"output folder (default: traces/{script})")
+    p.add_argument("--no_report", action="store_true", help="skip the short trace report at the end")
+    p.add_argument("--share", metavar="BUCKET", default=None,
+                   help="upload the trace folder with trace-util to this Hugging Face bucket")
+    return p
+
+
+@dataclass
+class Lesson:
+    """The validated run: device, dtype, file names, console. Created by :func:`setup`."""
+
+    args: argparse.Namespace
+    device: torch.device
+    dtype: torch.dtype
+    tag: str
+    table_path: Path
+    trace_path: Path
+    console: Console
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def activities(self) -> list[torch.profiler.ProfilerActivity]:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if self.on_cuda:
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        return acts
+
+    @property
+    def sort_by(self) -> str:
+        return "cuda_time_total" if self.on_cuda else "cpu_time_total"
+
+    def sync(self) -> None:
+        """Wait for the device to finish queued work (a no-op on the CPU)."""
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
+
+    def busy(self, what: str, when: bool = True) -> contextlib.AbstractContextManager:
+        """A spinner while something slow runs (warm-up, compilation); nothing when ``when`` is False."""
+        return self.console.status(what, spinner="dots") if when else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[tuple[Path, Path]]:
+        """Temporary (table, trace) paths; both are renamed into place only if the block succeeds."""
+        with atomic_path(self.table_path) as table_tmp, atomic_path(self.trace_path) as trace_tmp:
+            yield table_tmp, trace_tmp
+
+    def check_close(self, got: torch.Tensor, want: torch.Tensor, what: str) -> bool:
+        """Say whether ``got`` matches ``want`` within the dtype's tolerance (relative to ``want``'s scale)."""
+        diff = (got.float() - want.float()).abs().max().item()
+        scale = max(want.float().abs().max().item(), 1e-12)
+        ok = diff <= TOLERANCE[self.args.dtype] * scale
+        mark = "[green]matches[/]" if ok else "[bold red]DOES NOT match[/]"
+        self.console.print(
+            f"{what} {mark}: max |diff| {diff:.3g} = {diff / scale:.2e} of the output's scale "
+            f"(tolerance {TOLERANCE[self.args.dtype]:.0e}, {self.args.dtype})"
+        )
+        return ok
+
+    def finish(self, table: str) -> int:
+        """Print what was written, the table's totals, how to open the trace, and the short report."""
+        c = self.console
+        c.print(f"[bold]wrote[/] {self.table_path}")
+        c.print(f"[bold]wrote[/] {self.trace_path}  ({self.trace_path.stat().st_size / 1e6:.2f} MB)")
+        for line in table.splitlines():
+            if line.startswith("Self ") and "time total" in line:
+                c.print(f"  {line}")
+        first, last = self.args.schedule.recorded[0], self.args.schedule.recorded[-1]
+        c.print(f"  the trace holds ProfilerStep#{first}..#{last}")
+        c.print(
+            "open it: drag the .json into https://ui.perfetto.dev, or "
+            f"[cyan]uv run -m common.view {self.trace_path}[/] (offline), "
+            "or share the folder: [cyan]uvx trace-util traces -b traces[/]"
+        )
+        if not self.args.no_report:
+            try:
+                from common.report import print_short_report
+
+                c.rule("what the trace says")
+                print_short_report(self.trace_path, console=c)
+            except BadInput as exc:  # the trace is written; a report that cannot read it is not fatal
+                c.print(f"[yellow]report skipped:[/] {exc}")
+            c.print(f"full report: [cyan]uv run -m common.report {self.trace_path}[/]")
+        if self.args.share:
+            from common.share import share
+
+            return share(self.trace_path.parent, self.args.share, console=c)
+        return 0
+
+
+def _resolve_device(choice: str, console: Console) -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda, but CUDA is not available on this machine (use --device cpu or auto)")
+    if choice == "auto" and not torch.cuda.is_available():
+        console.print("[yellow]CUDA is not available: running on the CPU[/] (no GPU lane in the trace; "
+                      "see the README, 'Without a GPU')")
+        return torch.device("cpu")
+    return torch.device("cuda" if choice in ("auto", "cuda") else "cpu")
+
+
+def _check_dtype(name: str, device: torch.device) -> None:
+    if device.type == "cuda" and name == "bf16" and not torch.cuda.is_bf16_supported():
+        fail(f"this GPU ({torch.cuda.get_device_name(device)}) does not support bf16; use --dtype fp16 or fp32")
+
+
+def free_bytes(device: torch.device) -> int:
+    """Memory the run may use now: free GPU memory, or the kernel's MemAvailable."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def _check_fits(elements: int, dtype: torch.dtype, device: torch.device) -> None:
+    need = elements * dtype.itemsize
+    have = free_bytes(device)
+    if need > MEMORY_HEADROOM * have:
+        fail(f"these shapes need about {need / 2**30:.1f} GiB on {device.type}, but only "
+             f"{have / 2**30:.1f} GiB is free; use smaller sizes")
+
+
+def _check_compiler() -> None:
+    """Inductor on the CPU builds C++: make sure a compiler is there before compiling."""
+    from torch._inductor import cpp_builder
+
+    try:
+        compiler = cpp_builder.get_cpp_compiler()
+    except Exception as exc:  # Inductor raises its own error types here
+        fail(f"--compile on the CPU needs a C++ compiler, and none was found ({exc}). "
+             "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile")
+    import shutil
+
+    if not shutil.which(compiler):
+        fail(f"--compile on the CPU needs a C++ compiler, and {compiler!r} was not found. "
+             "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile")
+
+
+def _check_trace_dir(trace_dir: Path) -> None:
+    try:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        probe = trace_dir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        fail(f"cannot write to the trace folder {trace_dir}: {exc.strerror or exc}")
+
+
+def setup(
+    p: argparse.ArgumentParser,
+    *,
+    shape: Callable[[argparse.Namespace], Sequence[int]],
+    elements: Callable[[argparse.Namespace], int],
+    needs_cuda: str | None = None,
+    argv: Sequence[str] | None = None,
+) -> Lesson:
+    """Parse and validate everything, then describe the run on the console.
+
+    ``shape`` gives the numbers of the file name; ``elements`` estimates how many tensor elements
+    the run holds at once, so absurd sizes are refused before anything is allocated.
+    ``needs_cuda``, for a GPU-only lesson, says why and what to run instead when there is no CUDA.
+    """
+    args = p.parse_args(argv)
+    console = Console(highlight=False)
+    if needs_cuda and (args.device == "cpu" or not torch.cuda.is_available()):
+        fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
+             f"{needs_cuda}")
+    device = _resolve_device(args.device, console)
+    _check_dtype(args.dtype, device)
+    dtype = DTYPES[args.dtype]
+    _check_fits(elements(args), dtype, device)
+    if args.compile and device.type == "cpu":
+        _check_compiler()
+        # Name Inductor's fused C++ kernels in the trace (graph_0_cpp_fused_...), as Triton's are on GPUs.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True
+    trace_dir = args.trace_dir if args.trace_dir is not None else Path("traces") / args.script
+    _check_trace_dir(trace_dir)
+
+    tag = make_tag(shape(args), args.dtype, args.warmup, mode_label(args.compile, args.compile_mode))
+    lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
+                    console)
+    _describe(lesson)
+    return lesson
+
+
+def _describe(lesson: Lesson) -> None:
+    a, c = lesson.args, lesson.console
+    if lesson.on_cuda:
+        where = f"{torch.cuda.get_device_name(lesson.device)} (CUDA {torch.version.cuda})"
+    else:
+        where = f"CPU {platform.machine()} ({torch.get_num_threads()} threads)"
+    c.rule(f"[bold]{a.script}[/]")
+    c.print(f"device  {where}   torch {torch.__version__}")
+    c.print(f"run     {lesson.tag}   schedule {a.schedule} ({a.schedule.steps} steps)   "
+            f"warm-up {'on' if a.warmup else 'off'}")
+    extras = [n for n in ("record_shapes", "profile_memory", "with_stack") if getattr(a, n)]
+    if extras:
+        c.print(f"profiler also records: {', '.join(extras)} (more CPU overhead in the trace)")
+
+
+def lesson_main(main: Callable[[], int | None]) -> Callable[[], int]:
+    """Run a lesson's main(): bad input or out-of-memory -> one line on stderr, exit status 2."""
+
+    def wrapper() -> int:
+        try:
+            return main() or 0
+        except BadInput as exc:
+            print(f"error: {exc}", file=sys.stderr)
+        except torch.OutOfMemoryError:
+            print("error: out of device memory for these shapes; use smaller sizes", file=sys.stderr)
+        except RuntimeError as exc:
+            if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc).lower():
+                raise
+            print("error: out of memory for these shapes; use smaller sizes", file=sys.stderr)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        return 2
+
+    return wrapper

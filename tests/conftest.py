@@ -1,0 +1,104 @@
+"""Shared helpers: run the numbered scripts as a user would, read the traces they write."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TRACES = REPO.parent / "shared" / "traces"
+
+# Small shapes keep every run to seconds on a 2-core CPU.
+SMALL_MLP = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256"]
+
+
+@dataclass
+class Run:
+    script: str
+    args: list[str]
+    trace_dir: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.trace_dir.iterdir()) if self.trace_dir.exists() else []
+
+    def path(self, name: str) -> Path:
+        return self.trace_dir / name
+
+
+def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict | None = None,
+               timeout: float = 300) -> Run:
+    """`python <script> ARGS --trace_dir DIR` from the repo root, as `uv run` would start it."""
+    cmd = [sys.executable, str(REPO / script), *args]
+    if trace_dir is not None:
+        cmd += ["--trace_dir", str(trace_dir)]
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=full_env, timeout=timeout)
+    return Run(script, list(args), trace_dir or REPO / "traces", proc.returncode, proc.stdout, proc.stderr)
+
+
+def load_events(path: Path) -> list[dict]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+class Trace:
+    """The complete CPU events of a trace, with nesting by timestamps."""
+
+    def __init__(self, path: Path):
+        self.events = [e for e in load_events(path) if e.get("ph") == "X" and "dur" in e]
+        self.events.sort(key=lambda e: (e["ts"], -e["dur"]))
+
+    def named(self, name: str) -> list[dict]:
+        return [e for e in self.events if e["name"] == name]
+
+    def starting(self, prefix: str) -> list[dict]:
+        return [e for e in self.events if e["name"].startswith(prefix)]
+
+    @property
+    def steps(self) -> list[dict]:
+        return self.starting("ProfilerStep#")
+
+    def inside(self, outer: dict, name: str | None = None) -> list[dict]:
+        """Events nested in ``outer`` (same thread, within its time span), optionally by name."""
+        end = outer["ts"] + outer["dur"]
+        return [
+            e for e in self.events
+            if e is not outer and e.get("tid") == outer.get("tid") and e["ts"] >= outer["ts"]
+            and e["ts"] + e["dur"] <= end + 1e-3 and (name is None or e["name"] == name)
+        ]
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    """Every script run the lesson tests read, started two at a time (this machine has 2 cores)."""
+    plan = {
+        "01_default": ("01_matmul_add.py", []),
+        "01_batch": ("01_matmul_add.py", ["--size", "32", "--batch", "8"]),
+        "01_compile": ("01_matmul_add.py", ["--warmup", "--compile"]),
+        "01_gzip": ("01_matmul_add.py", ["--size", "16", "--warmup", "--schedule", "0,0,4", "--gzip",
+                                         "--dtype", "fp32", "--record-shapes"]),
+        "02_eager": ("02_linear.py", []),
+        "02_compile": ("02_linear.py", ["--batch", "64", "--compile"]),
+        "03_eager": ("03_simple_mlp.py", SMALL_MLP),
+        "03_compile": ("03_simple_mlp.py", [*SMALL_MLP, "--compile"]),
+    }
+    base = tmp_path_factory.mktemp("runs")
+
+    def go(item):
+        key, (script, args) = item
+        return key, run_script(script, *args, trace_dir=base / key)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(go, plan.items()))
