@@ -111,18 +111,18 @@ def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.Ar
         f"(default: {'on' if warmup_default else 'off'})",
     )
     p.add_argument("--compile", action="store_true", help="wrap the workload in torch.compile")
-    p.add_argument("--compile_mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="auto: CUDA when available, else the CPU (default: auto)")
     p.add_argument("--schedule", type=parse_schedule, default=Schedule(), metavar="WAIT,WARMUP,ACTIVE[,REPEAT]",
                    help="torch.profiler.schedule (default: 1,1,3,1)")
-    p.add_argument("--row_limit", type=positive_int, default=15, help="rows in the profiler table (default: 15)")
-    p.add_argument("--record_shapes", action="store_true", help="record input shapes (adds CPU overhead)")
-    p.add_argument("--profile_memory", action="store_true", help="record allocations (adds CPU overhead)")
-    p.add_argument("--with_stack", action="store_true", help="record Python stacks (adds CPU overhead)")
+    p.add_argument("--row-limit", type=positive_int, default=15, help="rows in the profiler table (default: 15)")
+    p.add_argument("--record-shapes", action="store_true", help="record input shapes (adds CPU overhead)")
+    p.add_argument("--profile-memory", action="store_true", help="record allocations (adds CPU overhead)")
+    p.add_argument("--with-stack", action="store_true", help="record Python stacks (adds CPU overhead)")
     p.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
     p.add_argument("--trace_dir", type=Path, default=None, help=f"output folder (default: traces/{script})")
-    p.add_argument("--no_report", action="store_true", help="skip the short trace report at the end")
+    p.add_argument("--no-report", action="store_true", help="skip the short trace report at the end")
     p.add_argument("--share", metavar="BUCKET", default=None,
                    help="upload the trace folder with trace-util to this Hugging Face bucket")
     return p

@@ -1,0 +1,27 @@
+"""A trace written by the scripts loads in HolisticTraceAnalysis unchanged (skipped without HTA).
+
+Install HTA beside the project to run it: `uv run --with holistictraceanalysis pytest tests/test_hta_interop.py`.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import run_script
+
+hta = pytest.importorskip("hta.trace_analysis")
+
+
+def test_script_trace_loads_in_hta(tmp_path):
+    run = run_script("02_linear.py", "--no-report", trace_dir=tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    trace_dir = tmp_path / "hta"
+    trace_dir.mkdir()
+    shutil.copy(run.trace_dir / "1024x32x64_bf16_warm_eager.json", trace_dir)  # HTA reads every trace in a folder
+    analysis = hta.TraceAnalysis(trace_dir=str(trace_dir))
+    df = analysis.t.get_trace(0)
+    names = set(analysis.t.symbol_table.sym_table)
+    assert {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "aten::addmm", "linear_fwd"} <= names
+    assert len(df) > 20
