@@ -192,11 +192,9 @@ class Lesson:
                 c.print(f"  {line}")
         first, last = self.args.schedule.recorded[0], self.args.schedule.recorded[-1]
         c.print(f"  the trace holds ProfilerStep#{first}..#{last}")
-        c.print(
-            "open it: drag the .json into https://ui.perfetto.dev, or "
-            f"[cyan]uv run -m common.view {self.trace_path}[/] (offline), "
-            "or share the folder: [cyan]uvx trace-util traces -b traces[/]"
-        )
+        c.print(f"open it offline in Perfetto: [cyan]uv run -m common.view {self.trace_path}[/] "
+                "(or drag the file into https://ui.perfetto.dev)")
+        c.print(f"share a link: [cyan]uv run -m common.share {self.trace_path.parent} -b BUCKET[/] (trace-util)")
         if not self.args.no_report:
             try:
                 from common.report import print_short_report

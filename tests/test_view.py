@@ -1,0 +1,267 @@
+"""common.view: the one-file loopback server for the Perfetto UI, and --list. No internet."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+UI = "https://ui.perfetto.dev"
+TRACE = {"traceEvents": [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SSH_CONNECTION", "SSH_CLIENT", "DISPLAY")}
+    env.update(COLUMNS="300", **extra)
+    return env
+
+
+def run_view(*args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "common.view", *args], cwd=ROOT, env=env or clean_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+class Viewer:
+    """A running ``common.view TRACE --port P --no-browser``, ready to take requests."""
+
+    def __init__(self, trace: Path, *extra: str, env: dict | None = None):
+        self.port = free_port()
+        self.name = trace.name
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "common.view", str(trace), "--port", str(self.port), "--no-browser",
+             "--timeout", "30", *extra],
+            cwd=ROOT, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise AssertionError(f"viewer did not start: {self.proc.stderr.read()}")
+                time.sleep(0.05)
+
+    def raw(self, method: str, path: str, origin: str | None = UI, **headers: str) -> http.client.HTTPResponse:
+        """A request with the path exactly as given (no client-side normalisation)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        if origin:
+            headers["Origin"] = origin
+        conn.request(method, path, headers=headers)
+        resp = conn.getresponse()
+        resp.body = resp.read()
+        conn.close()
+        return resp
+
+    def fetch(self, origin: str = UI):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/{self.name}", headers={"Origin": origin})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp, resp.read()
+
+    def wait(self, timeout: float = 5) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.communicate(timeout=5)
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> dict[str, Path]:
+    raw = json.dumps(TRACE).encode()
+    plain = tmp_path / "64_bf16_cold_eager.json"
+    plain.write_bytes(raw)
+    gz = tmp_path / "64_bf16_cold_eager.json.gz"
+    gz.write_bytes(gzip.compress(raw))
+    return {"json": plain, "gz": gz}
+
+
+@pytest.fixture
+def viewer_factory():
+    started: list[Viewer] = []
+
+    def start(*args, **kwargs) -> Viewer:
+        started.append(Viewer(*args, **kwargs))
+        return started[-1]
+
+    yield start
+    for v in started:
+        v.stop()
+
+
+def test_serves_json_with_cors_and_stops_by_itself(traces, viewer_factory):
+    v = viewer_factory(traces["json"])
+    resp, body = v.fetch()
+    assert resp.status == 200
+    assert json.loads(body) == TRACE
+    assert resp.headers["Access-Control-Allow-Origin"] == UI
+    assert resp.headers["Content-Type"] == "application/json"
+    assert int(resp.headers["Content-Length"]) == traces["json"].stat().st_size
+    rc, out, err = v.wait()
+    assert rc == 0, err
+    assert f"{UI}/#!/?url=http://127.0.0.1:{v.port}/64_bf16_cold_eager.json" in out
+    assert "server stopped" in out
+
+
+def test_serves_gzip_as_stored(traces, viewer_factory):
+    v = viewer_factory(traces["gz"])
+    resp, body = v.fetch()
+    assert body == traces["gz"].read_bytes()  # gzip bytes, untouched; the UI unzips them
+    assert resp.headers["Content-Type"] == "application/gzip"
+    assert "Content-Encoding" not in resp.headers
+    assert resp.headers["Access-Control-Allow-Origin"] == UI
+    assert v.wait()[0] == 0
+
+
+REFUSED = ["/", "/../pyproject.toml", "/etc/passwd", "/%2e%2e/pyproject.toml", "/%2e%2e%2fpyproject.toml",
+           "/..%2f..%2fetc%2fpasswd", "//etc/passwd", "/64_bf16_cold_eager.json/..", "/64_bf16_cold_eager.txt"]
+
+
+def test_refuses_every_other_path(traces, viewer_factory):
+    (traces["json"].parent / "64_bf16_cold_eager.txt").write_text("a table")
+    v = viewer_factory(traces["json"])
+    for path in REFUSED:
+        resp = v.raw("GET", path)
+        assert resp.status in (403, 404), path
+        assert not any(leak in resp.body for leak in (b"traceEvents", b"[project]", b"root:", b"table")), path
+        assert v.proc.poll() is None  # a refused request does not stop the server
+    assert v.fetch()[0].status == 200
+    assert v.wait()[0] == 0
+
+
+def test_preflight_head_and_foreign_origin_do_not_stop_it(traces, viewer_factory):
+    v = viewer_factory(traces["json"])
+    pre = v.raw("OPTIONS", f"/{v.name}", **{"Access-Control-Request-Method": "GET",
+                                            "Access-Control-Request-Headers": "range",
+                                            "Access-Control-Request-Private-Network": "true"})
+    assert pre.status == 204
+    assert pre.getheader("Access-Control-Allow-Origin") == UI
+    assert "GET" in pre.getheader("Access-Control-Allow-Methods")
+    assert pre.getheader("Access-Control-Allow-Headers") == "range"
+    assert pre.getheader("Access-Control-Allow-Private-Network") == "true"
+    head = v.raw("HEAD", f"/{v.name}")
+    assert head.status == 200 and head.body == b""
+    evil = v.raw("GET", f"/{v.name}", origin="https://evil.example")
+    assert evil.status == 403 and evil.getheader("Access-Control-Allow-Origin") is None
+    assert v.proc.poll() is None
+    assert v.fetch()[0].status == 200
+    assert v.wait()[0] == 0
+
+
+def test_allow_origin_echoes_an_allowed_origin(traces, viewer_factory):
+    v = viewer_factory(traces["json"], "--allow-origin", "http://localhost:10000")
+    resp, _ = v.fetch(origin="http://localhost:10000")
+    assert resp.headers["Access-Control-Allow-Origin"] == "http://localhost:10000"
+    assert v.wait()[0] == 0
+
+
+def test_over_ssh_prints_the_tunnel(traces, viewer_factory):
+    env = clean_env(SSH_CONNECTION="10.0.0.2 50000 10.0.0.1 22")
+    v = viewer_factory(traces["json"], env=env)
+    v.fetch()
+    rc, out, _ = v.wait()
+    assert rc == 0
+    assert f"ssh -L {v.port}:127.0.0.1:{v.port} " in out
+
+
+def test_ctrl_c_stops_it(traces, viewer_factory):
+    v = viewer_factory(traces["json"])
+    v.proc.send_signal(signal.SIGINT)
+    rc, _, err = v.wait()
+    assert rc == 130 and err.strip() == "interrupted"
+
+
+def test_gives_up_after_timeout(traces):
+    r = run_view(str(traces["json"]), "--port", str(free_port()), "--no-browser", "--timeout", "0.3")
+    assert r.returncode == 1
+    assert "gave up" in r.stdout
+
+
+def test_large_trace_gets_a_note(tmp_path):
+    big = tmp_path / "64_bf16_cold_eager.json"
+    with big.open("wb") as f:
+        f.truncate(501_000_000)  # sparse: costs no disk
+    r = run_view(str(big), "--port", str(free_port()), "--no-browser", "--timeout", "0.2")
+    assert "is large" in r.stdout and "--schedule" in r.stdout
+
+
+def test_port_taken_is_one_line_exit_2(traces):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        r = run_view(str(traces["json"]), "--port", str(s.getsockname()[1]), "--no-browser")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: port ") and "in use" in r.stderr
+
+
+@pytest.mark.parametrize("args", [["nope.json"], [], ["x.json", "--list"]])
+def test_bad_input_is_one_line_exit_2(tmp_path, args):
+    r = run_view(*[str(tmp_path / a) if a.endswith(".json") else a for a in args], "--no-browser")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ")
+    assert "Traceback" not in r.stderr
+
+
+def test_a_folder_is_not_a_trace(tmp_path):
+    r = run_view(str(tmp_path), "--no-browser")
+    assert r.returncode == 2 and "--list" in r.stderr
+
+
+def test_list_decodes_names_newest_first(tmp_path):
+    root = tmp_path / "traces"
+    files = {
+        "01_matmul_add/64_bf16_cold_eager.json": 1000,
+        "01_matmul_add/8x64_fp16_warm_compile-max-autotune.json.gz": 3000,
+        "03_simple_mlp/64x128x768x3072_bf16_warm_compile.json": 2000,
+        "someone_elses_trace.json": 4000,
+    }
+    for rel, mtime in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"{}" * 600)
+        os.utime(p, (mtime, mtime))
+    (root / "01_matmul_add/64_bf16_cold_eager.txt").write_text("table")  # not a trace
+    (root / "01_matmul_add/.tmp-123-64_bf16_cold_eager.json").write_text("half written")
+    r = run_view("--list", str(root))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert ".tmp-" not in out and ".txt" not in out
+    order = [out.index(name) for name in ("someone_elses_trace.json", "8x64_fp16", "64x128x768x3072", "64_bf16_cold")]
+    assert order == sorted(order)
+    row = next(line for line in out.splitlines() if "8x64_fp16" in line)
+    cells = [c.strip() for c in row.strip("│┃ ").split("│")]
+    assert cells[1:7] == ["01_matmul_add", "8x64", "fp16", "warm", "compile-max-autotune", "gz"]
+    assert cells[7] == "1.2 kB"
+    foreign = next(line for line in out.splitlines() if "someone_elses" in line)
+    assert [c.strip() for c in foreign.strip("│┃ ").split("│")][1:7] == [""] * 6
+
+
+def test_list_default_dir_and_missing_dir(tmp_path):
+    (tmp_path / "traces" / "02_linear").mkdir(parents=True)
+    (tmp_path / "traces" / "02_linear" / "1024x32x64_bf16_warm_eager.json").write_text("{}")
+    env = clean_env(PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "common.view", "--list"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "traces/02_linear/1024x32x64_bf16_warm_eager.json" in r.stdout
+    r = run_view("--list", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and r.stderr.startswith("error: no such folder")
