@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from typing import Callable, NoReturn
@@ -30,3 +31,11 @@ def exit_on_bad_input(main: Callable[..., int | None]) -> Callable[..., int]:
             return 130
 
     return wrapper
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (``error: ... (see PROG --help)``) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)

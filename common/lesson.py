@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 
 from rich.console import Console
 
-from common.errors import BadInput, fail
+from common.errors import BadInput, CommandParser, fail
 from common.paths import COMPILE_MODES, atomic_path, make_tag, mode_label, table_file, trace_file
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before any profiling).
@@ -33,8 +33,8 @@ WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the 
 MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this share of free memory
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that accepts ``--in_dim`` and ``--in-dim`` alike and fails in one line."""
+class _Parser(CommandParser):
+    """A parser that accepts ``--in_dim`` and ``--in-dim`` alike (and fails in one line)."""
 
     def add_argument(self, *names, **kwargs):
         spellings = list(names)
@@ -44,10 +44,6 @@ class _Parser(argparse.ArgumentParser):
                     if other not in spellings:
                         spellings.append(other)
         return super().add_argument(*spellings, **kwargs)
-
-    def error(self, message: str):
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def positive_int(text: str) -> int:

@@ -13,12 +13,11 @@ import argparse
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
-from common.errors import exit_on_bad_input, fail
+from common.errors import CommandParser, exit_on_bad_input, fail
 from common.paths import TRACE_SUFFIXES
 
 TRACE_UTIL_SPEC = "trace-util>=0.2,<0.3"  # the CLI below is trace-util 0.2's (-b BUCKET -f FOLDER)
@@ -79,12 +78,7 @@ def share(directory: Path, bucket: str, console: Console | None = None, mirror: 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str):
-            print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-            raise SystemExit(2)
-
-    p = Parser(prog="python -m common.share", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="python -m common.share", description=__doc__.split("\n\n")[0])
     p.add_argument("directory", nargs="?", type=Path, default=Path("traces"),
                    help="folder of traces to upload (default: traces)")
     p.add_argument("-b", "--bucket", required=True, help="Hugging Face bucket (created if missing)")

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.filesize import decimal
 from rich.table import Table
 
-from common.errors import exit_on_bad_input, fail
+from common.errors import CommandParser, exit_on_bad_input, fail
 from common.paths import TRACE_SUFFIXES, parse_tag
 
 UI_ORIGIN = "https://ui.perfetto.dev"
@@ -257,12 +257,6 @@ def list_traces(root: Path, console: Console | None = None) -> int:
 # ----------------------------------------------------------------------------- the command
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -274,7 +268,7 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m common.view", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="python -m common.view", description=__doc__.split("\n\n")[0])
     p.add_argument("trace", nargs="?", type=Path, help="the .json or .json.gz trace to open")
     p.add_argument("--list", nargs="?", const=Path("traces"), type=Path, metavar="DIR",
                    help="list the traces under DIR (default: traces) instead, newest first")
