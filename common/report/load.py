@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import gc
 import gzip
+import mmap
 import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,16 +38,12 @@ class Args(Struct, gc=False):
     """The event ``args`` we read; unknown keys are skipped by the decoder."""
 
     correlation: IntStr = None
-    external_id: IntStr = msgspec.field(default=None, name="External id")
-    external_id_old: IntStr = msgspec.field(default=None, name="external id")
     grid: Optional[list] = None
     block: Optional[list] = None
     registers: Num = msgspec.field(default=None, name="registers per thread")
     shared_memory: Num = msgspec.field(default=None, name="shared memory")
     blocks_per_sm: Num = msgspec.field(default=None, name="blocks per SM")
     occupancy: Num = msgspec.field(default=None, name="est. achieved occupancy %")
-    device: IntStr = None
-    stream: IntStr = None
     bytes: Union[int, float, str, None] = None
 
 
@@ -61,7 +59,16 @@ class X(Struct, tag_field="ph", tag="X", gc=False):
     args: Optional[Args] = None
 
 
+_SEEN_B = []
+
+
 class B(Struct, tag_field="ph", tag="B", gc=False):
+    """A begin event; paired with the next ``E`` on its thread."""
+
+    def __post_init__(self):
+        if not _SEEN_B:
+            _SEEN_B.append(True)
+
     name: str = ""
     cat: str = ""
     ts: float = 0.0
@@ -132,9 +139,10 @@ class Loaded:
     meta: dict = field(default_factory=dict)
     n_events: int = 0  # every event in traceEvents, of any phase
     notes: list = field(default_factory=list)
+    columns: Optional[dict] = None  # set when the columns were extracted while loading (two processes)
 
 
-def read_bytes(path: str | os.PathLike) -> tuple[bytes, int]:
+def read_bytes(path: str | os.PathLike):
     """The trace's JSON text (gunzipped when the file is gzip) and the file's size on disk."""
     p = Path(path)
     if not p.exists():
@@ -142,10 +150,18 @@ def read_bytes(path: str | os.PathLike) -> tuple[bytes, int]:
     if p.is_dir():
         fail(f"{p}: is a directory, not a trace file")
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            head = f.read(2)
+            size = os.fstat(f.fileno()).st_size
+            if head != b"\x1f\x8b" and size > (1 << 20):
+                # a plain JSON file: map it instead of copying it (the decoder reads it in place)
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), size
+            f.seek(0)
+            data = f.read()
     except OSError as exc:
         fail(f"{p}: cannot read it ({exc.strerror or exc})")
-    size = len(data)
+    except ValueError:  # mmap of an empty file
+        data = b""
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -156,15 +172,33 @@ def read_bytes(path: str | os.PathLike) -> tuple[bytes, int]:
     return data, size
 
 
-def load(path: str | os.PathLike) -> Loaded:
-    """Read a trace file into :class:`Loaded`; bad input raises :class:`common.errors.BadInput`."""
+SPLIT_MIN = 64 << 20  # plain JSON files this big are decoded by two processes, half each
+
+
+def load(path: str | os.PathLike, graveyard: Optional[list] = None, extract=None) -> Loaded:
+    """Read a trace file into :class:`Loaded`; bad input raises :class:`common.errors.BadInput`.
+
+    With ``graveyard`` (a list), the decoded event list is parked there rather than freed. With
+    ``extract`` (events -> columns), a big plain-JSON file is split at an event boundary near its
+    middle, a forked child decodes and extracts the second half while this process does the first,
+    and ``Loaded.columns`` holds the merged columns; any surprise falls back to one process.
+    """
     data, file_bytes = read_bytes(path)
     size = len(data)
-    if not data.strip():
+    if not data[:4096].strip() and not bytes(data).strip():
         fail(f"{path}: empty file, not a trace")
     enabled = gc.isenabled()
     gc.disable()  # millions of new objects: generational GC passes would only cost time
     try:
+        if (extract is not None and isinstance(data, mmap.mmap) and size >= SPLIT_MIN and hasattr(os, "fork")
+                and not os.environ.get("REPORT_ONE_PROCESS")):
+            got = _load_split(data, extract, graveyard)
+            if got is not None:
+                columns, meta, n_events = got
+                loaded = Loaded(str(path), size, file_bytes, [], meta, n_events, columns=columns)
+                _large_note(loaded)
+                return loaded
+        _SEEN_B.clear()
         try:
             trace = _DECODER.decode(data)
             events, n_events = trace.traceEvents, len(trace.traceEvents)
@@ -176,23 +210,135 @@ def load(path: str | os.PathLike) -> Loaded:
             fail(f"{path}: not JSON ({exc})")
         del data
         xs = _complete_events(events)
+        if graveyard is not None:
+            graveyard.append(events)
         del events
     finally:
         if enabled:
             gc.enable()
     loaded = Loaded(str(path), size, file_bytes, xs, meta, n_events)
-    if size > LARGE_BYTES:
+    _large_note(loaded)
+    return loaded
+
+
+def _large_note(loaded: Loaded) -> None:
+    if loaded.size_bytes > LARGE_BYTES:
         loaded.notes.append(
-            f"the trace is {size / 1e6:,.0f} MB of JSON: Perfetto and TensorBoard open files this "
+            f"the trace is {loaded.size_bytes / 1e6:,.0f} MB of JSON: Perfetto and TensorBoard open files this "
             "big slowly (or not at all); profile fewer active steps (schedule active=1..3)"
         )
-    return loaded
+
+
+_BOUNDARY = re.compile(rb"\}\s*(,)\s+\{\s*\"ph\"")
+_EVENTS_LIST = msgspec.json.Decoder(list[Event])
+
+
+def _find_split(mm) -> Optional[tuple[int, int]]:
+    """(comma between two events near the middle, position of the traceEvents array's ``]``)."""
+    n = len(mm)
+    m = _BOUNDARY.search(mm, n // 2, min(n, n // 2 + (8 << 20)))
+    if not m:
+        return None
+    comma = m.start(1)
+    # the array's end: the last ']' preceded by '}' whose tail parses as the rest of an object
+    pos = n
+    for _ in range(8):
+        pos = mm.rfind(b"]", comma, pos)
+        if pos < 0:
+            return None
+        before = mm[max(comma, pos - 64):pos].rstrip()
+        if before.endswith(b"}"):
+            tail = mm[pos + 1:].lstrip()
+            tail = b"{" + tail[1:] if tail.startswith(b",") else (b"{}" if tail.rstrip() == b"}" else None)
+            if tail is not None:
+                try:
+                    msgspec.json.decode(tail)
+                    return comma, pos
+                except msgspec.DecodeError:
+                    pass
+    return None
+
+
+def _load_split(mm, extract, graveyard):
+    """Decode + extract two halves in two processes; None when the file does not split cleanly."""
+    import pickle
+
+    found = _find_split(mm)
+    if found is None:
+        return None
+    comma, end = found
+    path_fd = mm  # a private copy-on-write mapping: each process edits its own pages in place
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the second half, as a list
+        os.close(r)
+        code = 1
+        try:
+            path_fd[comma] = ord("[")
+            _SEEN_B.clear()
+            events = _EVENTS_LIST.decode(memoryview(path_fd)[comma:end + 1])
+            xs = _complete_events(events)
+            payload = pickle.dumps((extract(xs), len(events), bool(_SEEN_B)), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(w, "wb") as f:
+                f.write(payload)
+            code = 0
+        except BaseException:
+            pass
+        os._exit(code)
+    os.close(w)
+    try:
+        saved = bytes(path_fd[comma:comma + 2])
+        path_fd[comma:comma + 2] = b"]}"
+        try:
+            _SEEN_B.clear()
+            trace = _DECODER.decode(memoryview(path_fd)[:comma + 2])
+            ok = not _SEEN_B
+        except msgspec.MsgspecError:
+            ok = False
+        path_fd[comma:comma + 2] = saved
+        if ok:
+            events = trace.traceEvents
+            meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
+            del trace
+            xs = _complete_events(events)
+            cols_a = extract(xs)
+            n_a = len(events)
+            if graveyard is not None:
+                graveyard.append((events, xs))
+            del events, xs
+        with os.fdopen(r, "rb") as f:
+            payload = f.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        raise
+    if not ok or status != 0 or not payload:
+        return None
+    cols_b, n_b, saw_b = pickle.loads(payload)
+    if saw_b:
+        return None
+    from common.report.model import merge
+
+    # the tail keys after traceEvents (e.g. traceName) are in the second half
+    tail = mm[end + 1:].lstrip()
+    if tail.startswith(b","):
+        try:
+            extra = msgspec.json.decode(b"{" + tail[1:])
+            meta.update({k: extra[k] for k in META_KEYS if extra.get(k) is not None and k not in meta})
+        except msgspec.DecodeError:
+            pass
+    return merge(cols_a, cols_b), meta, n_a + n_b
 
 
 def _complete_events(events: list) -> list:
     """Complete events only; ``B``/``E`` pairs (per thread, a stack) become complete events."""
     xs = [e for e in events if e.__class__ is X]
-    if any(e.__class__ is B for e in events):
+    if _SEEN_B:
+        _SEEN_B.clear()
         stacks: dict = {}
         for e in events:
             cls = e.__class__
@@ -248,11 +394,9 @@ def _lenient_args(a) -> Optional[Args]:
     if not isinstance(a, dict):
         return None
     kw = {}
-    for f, key in (("correlation", "correlation"), ("external_id", "External id"),
-                   ("external_id_old", "external id"), ("device", "device"), ("stream", "stream")):
-        v = a.get(key)
-        if isinstance(v, (int, str)) and not isinstance(v, bool):
-            kw[f] = v
+    v = a.get("correlation")
+    if isinstance(v, (int, str)) and not isinstance(v, bool):
+        kw["correlation"] = v
     for f, key in (("registers", "registers per thread"), ("shared_memory", "shared memory"),
                    ("blocks_per_sm", "blocks per SM"), ("occupancy", "est. achieved occupancy %"),
                    ("bytes", "bytes")):

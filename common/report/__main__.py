@@ -1,0 +1,121 @@
+"""Command line of the trace report: ``uv run -m common.report --help``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from common.errors import exit_on_bad_input, fail
+
+EPILOG = """\
+examples:
+  uv run -m common.report traces/01_matmul_add/64_bf16_cold_eager.json
+  uv run -m common.report trace.json.gz --json > report.json
+  uv run -m common.report --compare traces/01_matmul_add/4096_bf16_warm_eager.json \\
+                                    traces/01_matmul_add/4096_bf16_warm_compile.json
+
+--json writes the same content as JSON: to stdout with no FILE, else to FILE. One trace gives one
+object; several traces a list of objects; --compare an object with summary/steps/kernels/ops.
+The keys are documented in common/report/render.py.
+"""
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="python -m common.report",
+        description="Read Kineto/Chrome traces (.json or .json.gz) and print the patterns the "
+                    "'Profiling in PyTorch' posts teach to recognise, with the evidence.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (.json or .json.gz)")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="put two traces side by side")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write JSON instead of tables: to stdout, or to FILE")
+    p.add_argument("--short", action="store_true", help="the compact form: header, headline numbers, findings")
+    p.add_argument("--top", type=int, default=15, metavar="N", help="kernel rows to show (default: 15)")
+    args = p.parse_args(argv)
+    if not args.traces and not args.compare:
+        p.error("give at least one TRACE, or --compare A B")
+    if args.traces and args.compare:
+        p.error("give either TRACEs or --compare A B, not both")
+    if args.top < 1:
+        p.error("--top must be 1 or more")
+    return args
+
+
+def _write_json(obj, dest: str) -> None:
+    import msgspec
+
+    data = msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
+    if dest == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    tmp = f"{dest}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        fail(f"{dest}: cannot write the JSON ({exc.strerror or exc})")
+
+
+@exit_on_bad_input
+def run(argv=None, graveyard=None) -> int:
+    args = parse_args(argv)
+    from common.report import analyze
+
+    if args.compare:
+        from common.report.compare import compare, render_compare
+
+        a, _ = analyze(args.compare[0], graveyard, parallel=True)
+        b, _ = analyze(args.compare[1], graveyard, parallel=True)
+        c = compare(a, b)
+        if args.json is not None:
+            _write_json(c, args.json)
+        else:
+            from rich.console import Console
+            render_compare(c, Console())
+        return 0
+
+    results = []
+    for path in args.traces:
+        results.append(analyze(path, graveyard, parallel=True))
+    if args.json is not None:
+        from common.report.render import to_json
+
+        objs = [to_json(m, f) for m, f in results]
+        _write_json(objs[0] if len(objs) == 1 else objs, args.json)
+        return 0
+    from rich.console import Console
+
+    from common.report.render import render, render_short
+
+    console = Console()
+    for i, (m, f) in enumerate(results):
+        if i:
+            console.print()
+        if args.short:
+            render_short(m, f, console)
+        else:
+            render(m, f, console, top=args.top)
+    return 0
+
+
+def main(argv=None) -> int:
+    """Run the command; big decoded traces are not freed object by object before exit."""
+    graveyard: list = []
+    code = run(argv, graveyard)
+    if graveyard and argv is None:  # a real command-line run: skip the teardown of millions of objects
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""Reading kernel and op names: categories, GEMM names, Inductor's fused kernel names.
+
+Heuristics on names only (that is all a trace carries). Each function takes one name and is
+called once per distinct name, never per event.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+# ----------------------------------------------------------------------------- categories
+
+CATEGORIES = {
+    "triton_pointwise": "Triton pointwise",
+    "triton_reduction": "Triton reduction",
+    "triton_persistent": "Triton persistent reduction",
+    "triton_other": "Triton (template/other)",
+    "gemm": "GEMM (cuBLAS/CUTLASS)",
+    "cudnn": "cuDNN (conv)",
+    "aten": "ATen elementwise/reduce",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "communication": "NCCL/communication",
+    "other": "other",
+}
+
+_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
+_CUDNN = re.compile(r"cudnn|cask_|miopen|implicit_convolve|_fprop_|_dgrad_|_wgrad_|winograd|convolve|"
+                    r"conv2d|conv_?kernel|fft2d|\bconv", re.I)
+_GEMM = re.compile(r"gemm|gemv|cutlass|xmma|nvjet|cublas|Cijk_|splitKreduce|wgmma|matmul", re.I)
+_ATEN = re.compile(r"at::native|elementwise|reduce_kernel|at::cuda|vectorized|unrolled", re.I)
+
+
+@lru_cache(maxsize=None)
+def kernel_category(name: str, kind: str = "kernel") -> str:
+    """One of :data:`CATEGORIES` for a device event (``kind`` kernel/memcpy/memset)."""
+    if kind in ("memcpy", "memset"):
+        return kind
+    if name.startswith("triton_"):
+        tag = name[7:10]
+        return {"poi": "triton_pointwise", "red": "triton_reduction", "per": "triton_persistent"}.get(
+            tag, "triton_other")
+    if _COMM.search(name):
+        return "communication"
+    if _CUDNN.search(name):
+        return "cudnn"
+    if _GEMM.search(name):
+        return "gemm"
+    if _ATEN.search(name):
+        return "aten"
+    return "other"
+
+
+_TENSOR_CORE = re.compile(r"16816|1688|884|16832|161616|8816|tensorop|xmma|wgmma|hmma|imma|nvjet|"
+                          r"tensor\d+x\d+|_tc_|s16|h16|bf16_s", re.I)
+
+
+@lru_cache(maxsize=None)
+def uses_tensor_cores(name: str) -> bool:
+    """Whether a kernel name says it runs on tensor cores (MMA shape, ``tensorop``, ``xmma``...)."""
+    return bool(_TENSOR_CORE.search(name))
+
+
+# ----------------------------------------------------------------------------- GEMM names
+
+_ARCHS = ("maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
+_ARCH_RE = re.compile(r"(?:^|[^a-z0-9])(" + "|".join(_ARCHS) + r"|sm_?\d{2,3}a?)(?=_)", re.I)
+_CUTLASS_ARCH = re.compile(r"cutlass(?:3x)?_(?:sm)?(\d{2,3})_")
+_TILE = re.compile(r"(?:tilesize)?(?<![\dx])(\d{2,3})x(\d{2,3})(?:x(\d{1,3}))?(?![\dx])")
+_STAGES = re.compile(r"stages?_?(\d+x\d+|\d+)|_(\d{1,3}x\d)_(?=[nt]{2}[_>]|[nt]{2}$)")
+_LAYOUT = re.compile(r"_([nt]{2,3})(?=_|>|$|\))", re.I)
+_MMA = re.compile(r"(?:^|_)([sdhci])?(\d{3,6})gemm", re.I)
+
+
+def _dtype(name: str) -> str | None:
+    low = name.lower()
+    m = re.search(r"(?:^|_)(bf16|fp16|f16|tf32|e4m3|e5m2|fp8|int8|i8|f32|fp32|f64)(?:bf16|f16|f32)?_", low)
+    if m:
+        return {"f16": "fp16", "f32": "fp32", "i8": "int8"}.get(m.group(1), m.group(1))
+    m = re.search(r"(?:^|_)([sdhcz])gemm", low)
+    if m:
+        return {"s": "fp32", "d": "fp64", "h": "fp16", "c": "complex64", "z": "complex128"}[m.group(1)]
+    m = re.search(r"(?:^|_)([hs])\d{3,6}gemm", low)
+    if m:
+        return {"h": "fp16", "s": "fp32 (accumulate)"}[m.group(1)]
+    return None
+
+
+@lru_cache(maxsize=None)
+def decode_gemm(name: str) -> dict | None:
+    """Library, arch, dtype, tile, stages, layout read off a GEMM kernel name; None if not a GEMM.
+
+    ``ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn`` -> cuBLAS, ampere, bf16,
+    MMA s16816 (tensor cores, fp32 accumulate), tile 128x256, stages 64x3, layout nn.
+    """
+    if kernel_category(name) != "gemm":
+        return None
+    low = name.lower()
+    out: dict = {}
+    if "cutlass" in low and "cublas" not in low:
+        out["library"] = "CUTLASS"
+    elif "cijk_" in low:
+        out["library"] = "rocBLAS/hipBLASLt"
+    elif "gemv" in low:
+        out["library"] = "cuBLAS (gemv)"
+    else:
+        out["library"] = "cuBLAS"
+    m = _ARCH_RE.search(low)
+    if m:
+        out["arch"] = m.group(1)
+    else:
+        m = _CUTLASS_ARCH.search(low)
+        if m:
+            out["arch"] = f"sm{m.group(1)}"
+    dt = _dtype(name)
+    if dt:
+        out["dtype"] = dt
+    m = _MMA.search(low)
+    if m and m.group(2):
+        out["mma"] = (m.group(1) or "") + m.group(2)
+    m = re.search(r"tilesize(\d+x\d+(?:x\d+)?)", low)
+    if m:
+        out["tile"] = m.group(1)
+    else:
+        # the first AxB after the gemm token (skip MMA digits like 16816)
+        pos = low.find("gemm")
+        m = _TILE.search(low, pos if pos >= 0 else 0) or _TILE.search(low)
+        if m:
+            out["tile"] = "x".join(g for g in m.groups() if g)
+    m = re.search(r"stages?_?(\d+x\d+|\d+)", low)
+    if m:
+        out["stages"] = m.group(1)
+    elif "cutlass" in low:
+        m = re.search(r"\d+x\d+_(\d+x\d+)_", low)
+        if m:
+            out["stages"] = m.group(1)
+    lays = _LAYOUT.findall(name)
+    if lays:
+        out["layout"] = lays[0].lower() if len(lays[0]) == 2 or not lays[0].isupper() else lays[0]
+    out["tensor_cores"] = uses_tensor_cores(name)
+    return out
+
+
+def describe_gemm(d: dict) -> str:
+    parts = [d.get("library", "?")]
+    for key, label in (("arch", ""), ("dtype", ""), ("mma", "MMA "), ("tile", "tile "),
+                       ("stages", "stages "), ("layout", "layout ")):
+        if d.get(key):
+            parts.append(f"{label}{d[key]}")
+    if d.get("tensor_cores"):
+        parts.append("tensor cores")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------- Inductor names
+
+# ATen op names with underscores that a fused kernel name may carry (longest match wins)
+_MULTI = sorted({
+    "unsafe_view", "native_layer_norm", "native_batch_norm_legit_functional", "native_batch_norm_legit",
+    "native_batch_norm", "native_group_norm", "native_dropout", "log_softmax", "index_put", "index_select",
+    "embedding_dense_backward", "convolution_backward", "threshold_backward", "gelu_backward",
+    "silu_backward", "sigmoid_backward", "tanh_backward", "new_zeros", "new_empty", "new_ones",
+    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "to_copy",
+    "as_strided", "scatter_add", "slice_scatter", "select_scatter", "constant_pad_nd", "clamp_min",
+    "clamp_max", "var_mean", "split_with_sizes", "bitwise_and", "bitwise_or", "logical_not",
+    "logical_and", "masked_fill", "scaled_dot_product_attention", "max_pool2d_with_indices",
+    "avg_pool2d", "adaptive_avg_pool2d", "native_layer_norm_backward", "mse_loss", "nll_loss",
+    "nll_loss_forward", "softmax_backward_data", "log_softmax_backward_data", "sum_to_size",
+    "rsub", "index_add",
+}, key=lambda s: -s.count("_"))
+_MULTI_TOKENS = [tuple(s.split("_")) for s in _MULTI]
+_FUSED = re.compile(r"^(?:graph_\d+_)?(triton_(poi|red|per|tem|for)_|cpp_)?fused_(.*?)(?:_(\d+))?$")
+
+
+def _split_ops(body: str) -> list[str]:
+    tokens = body.split("_")
+    ops: list[str] = []
+    i = 0
+    while i < len(tokens):
+        prefix = ""
+        while i < len(tokens) and tokens[i] == "":  # a leading underscore: _unsafe_view
+            prefix += "_"
+            i += 1
+        if i >= len(tokens):
+            break
+        for multi in _MULTI_TOKENS:
+            if tuple(tokens[i:i + len(multi)]) == multi:
+                ops.append(prefix + "_".join(multi))
+                i += len(multi)
+                break
+        else:
+            ops.append(prefix + tokens[i])
+            i += 1
+    return [op for op in ops if op and not op.isdigit()]
+
+
+@lru_cache(maxsize=None)
+def decode_fused(name: str) -> dict | None:
+    """``triton_poi_fused__unsafe_view_gelu_mul_0`` -> Triton, pointwise, fuses _unsafe_view+gelu+mul.
+
+    Also Inductor's CPU kernels, ``cpp_fused_...`` and ``graph_0_cpp_fused_...`` (C++/OpenMP).
+    None for names that are not Inductor fused kernels.
+    """
+    m = _FUSED.match(name)
+    if not m or not (m.group(1) or name.startswith("graph_")):
+        return None
+    kind = m.group(2)
+    backend = "Triton" if kind else "C++ (Inductor CPU)"
+    what = {"poi": "pointwise", "red": "reduction", "per": "persistent reduction", "tem": "template",
+            "for": "foreach", None: "fused loop"}[kind]
+    return {"backend": backend, "kind": what, "ops": _split_ops(m.group(3)), "index": m.group(4)}
+
+
+def describe_fused(d: dict) -> str:
+    return f"{d['backend']}, {d['kind']}, fuses {'+'.join(d['ops']) or '?'}"
+
+
+def short_name(name: str, width: int = 80) -> str:
+    """A kernel name cut to a readable length: templates folded, then truncated."""
+    s = name
+    if s.startswith("void "):
+        s = s[5:]
+    if len(s) > width:
+        # fold template arguments: at::native::vectorized_elementwise_kernel<4, ...>(...)
+        depth, out = 0, []
+        for ch in s:
+            if ch == "<":
+                if depth == 0:
+                    out.append("<")
+                depth += 1
+                continue
+            if ch == ">":
+                depth -= 1
+                if depth == 0:
+                    out.append("…>")
+                continue
+            if depth == 0:
+                out.append(ch)
+        s = "".join(out)
+        s = re.sub(r"\(.*\)$", "()", s)
+    if len(s) > width:
+        s = s[: width - 1] + "…"
+    return s

@@ -1,0 +1,262 @@
+"""Render: the report as rich tables for people, as JSON for programs.
+
+JSON schema (``common.report/1``); all times in µs, relative to the window's start; ``null``
+where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-only trace):
+
+- ``schema``: ``"common.report/1"``
+- ``trace``: ``path``, ``bytes`` (JSON text), ``file_bytes``, ``events``
+- ``meta``: ``gpus`` (list of ``{id, name, num_sms, compute_capability}``), ``versions`` (trace-level
+  version keys, e.g. ``cuda_runtime_version``), ``distributed`` (``distributedInfo``)
+- ``window``: ``start_us``, ``end_us``, ``wall_us``, ``source`` (``ProfilerStep`` | ``all events``)
+- ``gpu``: ``busy_us``, ``span_us``, ``idle_us``, ``idle_pct``, ``busy_pct`` (HolisticTraceAnalysis's
+  definition: union of kernel/memcpy/memset intervals over the span from the first GPU event to the
+  last), ``compute_us`` (non-communication kernels), ``communication_us``, ``busy_in_window_us``,
+  ``busy_pct_of_window`` (over the ProfilerStep span), ``kernels``, ``memcpys``, ``memsets``,
+  ``launches_correlated``, ``streams``
+- ``cpu``: ``self_cpu_total_us`` (sum of self times of the CPU events in the window: the profiler
+  table's "Self CPU time total"), ``events``, ``ops``, ``runtime_calls``, ``threads``
+- ``device``: ``self_device_total_us`` (sum of kernel/memcpy/memset durations: "Self CUDA time
+  total"), ``self_device_in_steps_us``, ``kernel_total_us``, ``device_to_cpu_ratio``
+- ``efficiency``: ``est_sm_efficiency_pct``, ``est_achieved_occupancy_pct``, ``mean_blocks_per_sm``
+  (TensorBoard's, duration-weighted over kernels with launch arguments), ``tensor_core_pct``,
+  ``kernels_with_launch_args``
+- ``steps``: one object per step: ``name``, ``number``, ``start_us``, ``wall_us``, ``ops``,
+  ``kernels`` (launched in the step), ``device_us``, ``gpu_busy_us``, ``gpu_busy_pct``,
+  ``annotation``, ``annotation_gap_us``, ``first_op``, ``breakdown`` (below)
+- ``breakdown``: ``kernel``, ``memcpy``, ``memset``, ``runtime``, ``dataloader``, ``cpu_exec``,
+  ``other`` (TensorBoard's priority rule, summing to ``total``, the steps' wall time)
+- ``categories``: ``[{category, label, time_us, count, pct}]`` (GPU time by kernel category)
+- ``kernels``: one object per kernel name, by total time: ``name``, ``category``, ``calls``,
+  ``total_us``, ``mean_us``, ``min_us``, ``median_us``, ``max_us``, ``share_pct``,
+  ``est_sm_efficiency_pct``, ``mean_blocks_per_sm``, ``est_achieved_occupancy_pct``,
+  ``tensor_cores``, and for the top 200: ``registers_per_thread``, ``shared_memory_bytes``,
+  ``per_step_us``, ``per_step_calls``, ``decoded`` (GEMM or fused-kernel name decoded, or null)
+- ``ops``: the top 50 CPU ops/annotations by CPU total: ``name``, ``kind``, ``calls``,
+  ``cpu_total_us``, ``self_cpu_us``, ``self_device_us``, ``kernels``, ``calls_with_device_work``
+- ``findings``: ``[{rule, level, message, hint, evidence}]``
+- ``notes``: list of strings
+"""
+
+from __future__ import annotations
+
+import math
+
+from common.report import names as N
+from common.report.model import BREAKDOWN_KEYS, Model
+from common.report.rules import Finding, us
+
+_VERSION_KEYS = ("torch_version", "pytorch_version", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+                 "cuda_version", "cudnn_version", "nccl_version", "hip_runtime_version", "rocm_version",
+                 "roctracer_version", "python_version", "schemaVersion")
+
+
+def _clean(x):
+    """JSON-safe: numpy scalars to Python, NaN/inf to null, floats rounded to 0.001."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        x = x.item()
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return None
+        return round(x, 3)
+    return x
+
+
+def meta_of(m: Model) -> dict:
+    gpus = []
+    for d, p in m.devices.items():
+        cc = None
+        if p.get("computeMajor") is not None:
+            cc = f"{p.get('computeMajor')}.{p.get('computeMinor', 0)}"
+        gpus.append(dict(id=d, name=p.get("name"), num_sms=p.get("numSms"), compute_capability=cc))
+    versions = {k: m.meta[k] for k in _VERSION_KEYS if k in m.meta}
+    dist = m.meta.get("distributedInfo")
+    return dict(gpus=gpus, versions=versions, distributed=dist if isinstance(dist, dict) else None)
+
+
+def used_gpus(m: Model) -> list:
+    """The GPUs the trace ran kernels on (deviceProperties lists every GPU of the machine)."""
+    meta = meta_of(m)["gpus"]
+    if not m.has_gpu:
+        return []
+    ids = set(m.dev["device"].tolist())
+    used = [g for g in meta if g["id"] in ids]
+    return used or meta[:1]
+
+
+def to_json(m: Model, findings: list[Finding]) -> dict:
+    return _clean(dict(
+        schema="common.report/1",
+        trace=dict(path=m.path, bytes=m.size_bytes, file_bytes=m.file_bytes, events=m.n_events),
+        meta=meta_of(m),
+        window=m.numbers["window"],
+        gpu={k: v for k, v in m.numbers["gpu"].items() if k not in ("first_event_us", "last_event_us")},
+        cpu=m.numbers["cpu"],
+        device=m.numbers["device"],
+        efficiency=m.numbers["efficiency"],
+        steps=m.step_rows,
+        breakdown=m.breakdown,
+        categories=m.categories,
+        kernels=m.kernels,
+        ops=m.ops[:50],
+        findings=[f.to_json() for f in findings],
+        notes=m.notes,
+    ))
+
+
+# ----------------------------------------------------------------------------- rich
+
+
+def _version(k: str, v) -> str:
+    if k in ("cuda_runtime_version", "cuda_driver_version") and isinstance(v, int) and v >= 1000:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+    return str(v)
+
+
+def header_lines(m: Model) -> list[str]:
+    meta = meta_of(m)
+    lines = [f"[bold]{m.path}[/]  ({m.file_bytes / 1e6:,.1f} MB on disk, {m.size_bytes / 1e6:,.1f} MB JSON, "
+             f"{m.n_events:,} events)"]
+    gpus = used_gpus(m)
+    if gpus:
+        g = gpus[0]
+        extra = f" ({g['num_sms']} SMs, sm_{g['compute_capability'].replace('.', '')})" if g.get("num_sms") and g.get("compute_capability") else ""
+        lines.append(f"device: {g['name']}{extra}" + (f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""))
+    elif not m.has_gpu:
+        lines.append("device: none (no device lane: CPU-only trace)")
+    vs = [f"{k.replace('_version', '').replace('_', ' ')} {_version(k, v)}" for k, v in meta["versions"].items()
+          if k != "schemaVersion"]
+    if vs:
+        lines.append("versions: " + ", ".join(vs))
+    if meta["distributed"]:
+        d = meta["distributed"]
+        lines.append("distributed: " + ", ".join(f"{k} {v}" for k, v in d.items() if not isinstance(v, (dict, list))))
+    if m.window_source == "ProfilerStep":
+        nums = [s.number for s in m.steps]
+        span = f"#{nums[0]}..#{nums[-1]}" if len(nums) > 2 else ", ".join(f"#{n}" for n in nums)
+        lines.append(f"profiled steps: {len(nums)} ({span}), window {us(m.window_us)}")
+    else:
+        lines.append(f"no ProfilerStep: one window of {us(m.window_us)} (all events)")
+    return lines
+
+
+def headline_lines(m: Model) -> list[str]:
+    g, c, d = m.numbers["gpu"], m.numbers["cpu"], m.numbers["device"]
+    out = []
+    if m.has_gpu:
+        out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({us(g['busy_in_window_us'])}); "
+                   f"HTA: busy {us(g['busy_us'])} of a {us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
+    out.append(f"Self CPU {us(c['self_cpu_total_us'])} vs self device {us(d['self_device_total_us'])}"
+               + (f" (device/CPU {d['device_to_cpu_ratio']:.3f})" if m.has_gpu and d["device_to_cpu_ratio"] is not None else ""))
+    e = m.numbers["efficiency"]
+    if e["est_sm_efficiency_pct"] is not None:
+        occ = f"{e['est_achieved_occupancy_pct']:.1f}%" if e["est_achieved_occupancy_pct"] is not None else "n/a"
+        out.append(f"Est. SM efficiency {e['est_sm_efficiency_pct']:.1f}%, Est. achieved occupancy {occ}, "
+                   f"mean blocks/SM {e['mean_blocks_per_sm']:.2f}, tensor-core kernel time {e['tensor_core_pct']:.1f}%")
+    return out
+
+
+def _finding_line(f: Finding, hint: bool = True) -> str:
+    from rich.markup import escape
+    style = {"warn": "yellow", "note": "cyan"}.get(f.level, "green")
+    hint = f" [dim]→ {escape(f.hint)}[/]" if f.hint and hint else ""
+    return f"[{style}]{f.rule}[/]: {escape(f.message)}{hint}"
+
+
+def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+
+    console.print(Panel("\n".join(header_lines(m)), title="trace report", expand=False))
+    for line in headline_lines(m):
+        console.print("  " + line)
+
+    # steps
+    t = Table(title="steps", show_lines=False)
+    for col in ("step", "wall", "ops", "kernels", "device time", "GPU busy", "annotation→first op"):
+        t.add_column(col, justify="right" if col != "step" else "left", no_wrap=col != "annotation→first op")
+    for r in m.step_rows[:40]:
+        t.add_row(r["name"].replace("ProfilerStep", ""), us(r["wall_us"]), f"{r['ops']:,}", f"{r['kernels']:,}", us(r["device_us"]),
+                  f"{r['gpu_busy_pct']:.1f}%" if r["gpu_busy_pct"] is not None else "-",
+                  f"{escape(str(r['annotation']))} {us(r['annotation_gap_us'])}" if r["annotation_gap_us"] is not None else "-")
+    if len(m.step_rows) > 40:
+        t.caption = f"{len(m.step_rows) - 40} more steps not shown"
+    console.print(t)
+
+    # breakdown
+    t = Table(title="step time breakdown (TensorBoard: kernel > memcpy > memset > runtime > dataloader > CPU exec > other)")
+    t.add_column("category")
+    t.add_column("time", justify="right")
+    t.add_column("share", justify="right")
+    total = m.breakdown.get("total", 0) or 0
+    for k in BREAKDOWN_KEYS:
+        v = m.breakdown.get(k, 0.0)
+        t.add_row(k, us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
+    t.add_row("[bold]total[/]", us(total), "100%")
+    console.print(t)
+
+    if m.has_gpu:
+        t = Table(title="GPU time by category")
+        for col in ("category", "events", "time", "share"):
+            t.add_column(col, justify="left" if col == "category" else "right")
+        for c in m.categories:
+            t.add_row(c["label"], f"{c['count']:,}", us(c["time_us"]), f"{c['pct']:.1f}%")
+        console.print(t)
+
+        has_cfg = any(k["est_sm_efficiency_pct"] is not None for k in m.kernels)
+        t = Table(title=f"kernels (top {min(top, len(m.kernels))} of {len(m.kernels)} by total time)")
+        cols = ["kernel", "calls", "total", "mean", "min", "median", "max", "share"]
+        if has_cfg:
+            cols += ["SM eff", "occup.", "blk/SM"]
+        for col in cols:
+            t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
+                         min_width=24 if col == "kernel" else None, overflow="fold" if col == "kernel" else "ellipsis")
+        for k in m.kernels[:top]:
+            row = [escape(N.short_name(k["name"], 70)), f"{k['calls']:,}", us(k["total_us"]), us(k["mean_us"]),
+                   us(k["min_us"]), us(k["median_us"]), us(k["max_us"]), f"{k['share_pct']:.1f}%"]
+            if has_cfg:
+                row += [f"{k['est_sm_efficiency_pct']:.0f}%" if k["est_sm_efficiency_pct"] is not None else "-",
+                        f"{k['est_achieved_occupancy_pct']:.0f}%" if k["est_achieved_occupancy_pct"] is not None else "-",
+                        f"{k['mean_blocks_per_sm']:.2f}" if k["mean_blocks_per_sm"] is not None else "-"]
+            t.add_row(*row)
+        console.print(t)
+
+    ops = [o for o in m.ops if o["kind"] == "op"][:10]
+    if ops:
+        t = Table(title="ops (top 10 by CPU total)")
+        for col in ("op", "calls", "CPU total", "self CPU", "self device"):
+            t.add_column(col, justify="left" if col == "op" else "right")
+        for o in ops:
+            t.add_row(escape(o["name"][:70]), f"{o['calls']:,}", us(o["cpu_total_us"]), us(o["self_cpu_us"]),
+                      us(o["self_device_us"]) if m.has_gpu else "-")
+        console.print(t)
+
+    console.print(f"[bold]findings[/] ({len(findings)})")
+    for f in findings:
+        console.print("  • " + _finding_line(f), soft_wrap=False)
+    for n in m.notes:
+        console.print(f"  [cyan]note[/]: {escape(n)}")
+
+
+def render_short(m: Model, findings: list[Finding], console) -> None:
+    """Compact: header, headline numbers, one line per finding (about 10-20 lines)."""
+    from rich.markup import escape
+    hdr = header_lines(m)
+    console.print(f"[bold]trace report[/] {escape(m.path)}")
+    for line in hdr[1:]:
+        console.print("  " + line)
+    for line in headline_lines(m):
+        console.print("  " + line)
+    if m.window_source == "ProfilerStep" and m.step_rows:
+        steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {us(r['wall_us'])}" for r in m.step_rows[:8])
+        console.print(f"  step wall times: {steps}")
+    shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
+    for f in shown[:14]:  # one line each: the full report has the hints
+        console.print("  • " + _finding_line(f, hint=False), no_wrap=True, overflow="ellipsis")
+    if shown:
+        console.print(f"  [dim]full report with what to try: uv run -m common.report {escape(m.path)}[/]",
+                      no_wrap=True, overflow="ellipsis")

@@ -1,0 +1,730 @@
+"""Rules: the trace-reading cheatsheet as code.
+
+Each rule is a small function over the :class:`~common.report.model.Model`; its docstring is the
+cheatsheet row it implements. It returns a :class:`Finding` (the evidence) or None. Rules only
+read numbers the model computed; the few per-rule aggregations below run over short selections
+(one op name, one kernel name), never over every event again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from common.report import names as N
+from common.report.model import (KERNEL, MEMCPY, OCCUPANCY_PREFIXES, OP, RUNTIME, SYNC_NAMES,
+                                 Model)
+
+
+@dataclass
+class Finding:
+    rule: str
+    message: str  # one line: what was seen, with the numbers
+    hint: str = ""  # what to try
+    evidence: dict = field(default_factory=dict)
+    level: str = "info"  # info | warn | note
+
+    def to_json(self) -> dict:
+        return dict(rule=self.rule, level=self.level, message=self.message, hint=self.hint, evidence=self.evidence)
+
+
+def us(x) -> str:
+    """A duration in µs, printed with a unit that suits it."""
+    if x is None:
+        return "n/a"
+    x = float(x)
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:.2f} s"
+    if abs(x) >= 1e3:
+        return f"{x / 1e3:.2f} ms"
+    if abs(x) >= 10:
+        return f"{x:.0f} µs"
+    return f"{x:.1f} µs"
+
+
+def _r(x, nd=1):
+    return None if x is None else round(float(x), nd)
+
+
+RULES: list = []
+
+
+def rule(fn):
+    RULES.append(fn)
+    return fn
+
+
+def run_rules(m: Model) -> list[Finding]:
+    """Every rule over the model. A rule that trips on an odd trace reports itself, the others run."""
+    out = []
+    for fn in RULES:
+        try:
+            f = fn(m)
+        except Exception as exc:  # noqa: BLE001 - one odd trace must not cost the whole report
+            f = Finding("rule_error", f"the {fn.__name__} rule could not read this trace ({type(exc).__name__}: {exc})",
+                        level="note", evidence=dict(rule=fn.__name__))
+        if f is not None:
+            out.append(f)
+    return out
+
+
+# ----------------------------------------------------------------------------- trace-level notes
+
+
+@rule
+def no_device_lane(m: Model):
+    """A trace with no kernel, memcpy or memset events: CPU only. Every CPU-side rule still runs."""
+    if m.has_gpu:
+        return None
+    return Finding("no_device_lane", "no device lane: the trace holds no kernel/memcpy/memset events (a CPU-only "
+                   "run, or CUDA activity was not recorded); device-side rules are skipped, CPU-side ones still run",
+                   "profile with activities=[CPU, CUDA] on a GPU to see the device lane",
+                   dict(cpu_events=m.cpu["n"]), level="note")
+
+
+@rule
+def no_steps(m: Model):
+    """No ProfilerStep#N in the trace: analysed as one window spanning all events."""
+    if m.window_source == "ProfilerStep":
+        return None
+    return Finding("no_steps", f"no ProfilerStep in the trace: analysed as one window of {us(m.window_us)} "
+                   "spanning all events", "call prof.step() at the end of every iteration (with a schedule) to get steps",
+                   dict(window_us=_r(m.window_us)), level="note")
+
+
+@rule
+def large_trace(m: Model):
+    """A trace over ~500 MB: Perfetto and TensorBoard render it slowly; profile fewer active steps."""
+    if m.size_bytes <= 500_000_000:
+        return None
+    return Finding("large_trace", f"the trace is {m.size_bytes / 1e6:,.0f} MB of JSON "
+                   f"({m.n_events:,} events): Perfetto and TensorBoard open files this big slowly",
+                   "profile fewer active steps (schedule active=1..3) or record fewer details (record_shapes, with_stack)",
+                   dict(bytes=m.size_bytes, events=m.n_events), level="note")
+
+
+# ----------------------------------------------------------------------------- profiler table
+
+
+@rule
+def overhead_bound(m: Model):
+    """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. The CPU
+    spends more time dispatching than the GPU spends computing."""
+    if not m.has_gpu:
+        return None
+    cpu = m.numbers["cpu"]["self_cpu_total_us"]
+    dev = m.numbers["device"]["self_device_total_us"]
+    busy = m.numbers["gpu"]["busy_pct_of_window"]
+    if cpu <= 0 or dev >= 0.5 * cpu or busy >= 50:
+        return None
+    return Finding("overhead_bound", f"overhead-bound: Self CPU {us(cpu)} vs self device {us(dev)} "
+                   f"(device = {100 * dev / cpu:.1f}% of CPU); the GPU is busy {busy:.1f}% of the profiled window",
+                   "make the work bigger (larger or batched tensors), fuse ops (torch.compile), or cut launches "
+                   "(CUDA graphs: torch.compile mode='reduce-overhead')",
+                   dict(self_cpu_us=_r(cpu), self_device_us=_r(dev), gpu_busy_pct_of_window=_r(busy, 2)), level="warn")
+
+
+@rule
+def compute_bound(m: Model):
+    """Self CPU time total ≈ Self CUDA time total, both in ms (GPU busy most of the window):
+    compute-bound. The GPU is the bottleneck, which is usually what you want."""
+    if not m.has_gpu:
+        return None
+    cpu = m.numbers["cpu"]["self_cpu_total_us"]
+    dev = m.numbers["device"]["self_device_total_us"]
+    busy = m.numbers["gpu"]["busy_pct_of_window"]
+    if busy < 70 and not (cpu > 0 and dev >= cpu and busy >= 50):
+        return None
+    top = m.kernels[0] if m.kernels else None
+    extra = f"; {N.short_name(top['name'], 60)} takes {top['share_pct']:.0f}% of kernel time" if top else ""
+    return Finding("compute_bound", f"compute-bound: the GPU is busy {busy:.1f}% of the profiled window "
+                   f"(self device {us(dev)} vs Self CPU {us(cpu)}){extra}",
+                   "optimise the kernels themselves: lower precision (bf16/fp16, TF32), better shapes, fusion",
+                   dict(self_cpu_us=_r(cpu), self_device_us=_r(dev), gpu_busy_pct_of_window=_r(busy, 2)))
+
+
+@rule
+def hotspot_kernel(m: Model):
+    """One event dominates CUDA total: that's your hotspot. Start the optimization there."""
+    if not m.kernels:
+        return None
+    k = m.kernels[0]
+    if k["share_pct"] < 25:
+        return None
+    return Finding("hotspot_kernel", f"hotspot kernel: {N.short_name(k['name'], 70)} takes {k['share_pct']:.1f}% "
+                   f"of kernel time ({us(k['total_us'])} in {k['calls']:,} calls, median {us(k['median_us'])})",
+                   "start optimising there; find the op that launches it in the trace (the flow arrow)",
+                   dict(kernel=k["name"], share_pct=_r(k["share_pct"]), total_us=_r(k["total_us"]), calls=k["calls"]))
+
+
+@rule
+def hotspot_op(m: Model):
+    """One op dominates the device (or, on a CPU trace, the CPU) time: the op-level hotspot."""
+    ops = [o for o in m.ops if o["kind"] == "op"]
+    if not ops:
+        return None
+    if m.has_gpu:
+        total = sum(o["self_device_us"] for o in ops)
+        top = max(ops, key=lambda o: o["self_device_us"])
+        if total <= 0 or top["self_device_us"] < 0.25 * total:
+            return None
+        share = 100 * top["self_device_us"] / total
+        return Finding("hotspot_op", f"hotspot op: {top['name']} launches {share:.1f}% of device time "
+                       f"({us(top['self_device_us'])} in {top['calls']:,} calls, {top['kernels']:,} kernels)",
+                       "look at its shapes (record_shapes=True) and the kernels it picks",
+                       dict(op=top["name"], share_pct=_r(share), self_device_us=_r(top["self_device_us"]),
+                            calls=top["calls"]))
+    total = sum(o["self_cpu_us"] for o in ops)
+    top = max(ops, key=lambda o: o["self_cpu_us"])
+    if total <= 0 or top["self_cpu_us"] < 0.25 * total:
+        return None
+    share = 100 * top["self_cpu_us"] / total
+    return Finding("hotspot_op", f"hotspot op: {top['name']} takes {share:.1f}% of the ops' self CPU time "
+                   f"({us(top['self_cpu_us'])} in {top['calls']:,} calls)",
+                   "start there: bigger batches or fewer calls amortise the dispatch",
+                   dict(op=top["name"], share_pct=_r(share), self_cpu_us=_r(top["self_cpu_us"]), calls=top["calls"]))
+
+
+@rule
+def many_calls(m: Model):
+    """One event has a huge # of Calls: a potential bottleneck even if each call is cheap. Check
+    whether it can be fused or batched."""
+    ops = [o for o in m.ops if o["kind"] == "op"]
+    if not ops:
+        return None
+    top = max(ops, key=lambda o: o["calls"])
+    nsteps = max(len(m.steps), 1)
+    per_step = top["calls"] / nsteps
+    if per_step < 100:
+        return None
+    return Finding("many_calls", f"{top['name']} is called {top['calls']:,} times ({per_step:,.0f} per step), "
+                   f"{us(top['cpu_total_us'])} CPU in total, {us(top['cpu_total_us'] / top['calls'])} per call",
+                   "a cheap op called this often adds up: fuse or batch it (foreach/fused optimizers, torch.compile)",
+                   dict(op=top["name"], calls=top["calls"], calls_per_step=_r(per_step),
+                        cpu_total_us=_r(top["cpu_total_us"])))
+
+
+@rule
+def children_heavy(m: Model):
+    """CPU total ≫ Self CPU for a row: most of the cost lives in children. Drill into the nested
+    events, not the parent."""
+    ops = [o for o in m.ops if o["kind"] == "op" and o["cpu_total_us"] > 0]
+    if not ops:
+        return None
+    top = ops[0]  # the ops are sorted by CPU total
+    if top["self_cpu_us"] >= 0.2 * top["cpu_total_us"] or top["cpu_total_us"] < 0.05 * max(m.window_us, 1e-9):
+        return None
+    cpu = m.cpu
+    nid = m.names.index(top["name"])
+    par = np.flatnonzero(cpu["name"] == nid)
+    kids = np.flatnonzero(np.isin(cpu["parent"], par))
+    child = ""
+    ev = {}
+    if kids.size:
+        tot = np.bincount(cpu["name"][kids], weights=cpu["dur"][kids])
+        c = int(np.argmax(tot))
+        child = f"; the heaviest child is {m.names[c]} ({us(tot[c])})"
+        ev = dict(heaviest_child=m.names[c], heaviest_child_us=_r(tot[c]))
+    return Finding("children_heavy", f"{top['name']}: CPU total {us(top['cpu_total_us'])} but self only "
+                   f"{us(top['self_cpu_us'])}: the cost lives in its children{child}",
+                   "drill into the nested events, not the parent",
+                   dict(op=top["name"], cpu_total_us=_r(top["cpu_total_us"]), self_cpu_us=_r(top["self_cpu_us"]), **ev))
+
+
+# ----------------------------------------------------------------------------- CPU lane
+
+
+def _is_real_steps(m: Model) -> bool:
+    return m.window_source == "ProfilerStep" and len(m.steps) >= 2
+
+
+@rule
+def cold_first_step(m: Model):
+    """First ProfilerStep much wider than the rest: cold-start overhead (workspace allocation,
+    cuBLAS heuristics, lazy module loading). Add warmup iterations and/or the schedule's warmup."""
+    if not _is_real_steps(m):
+        return None
+    durs = [s.dur for s in m.steps]
+    rest = float(np.median(durs[1:]))
+    first = durs[0]
+    if rest <= 0 or first < 1.5 * rest or first - rest < 5:
+        return None
+    others = f"{m.step_label(1)}..{m.step_label(len(m.steps) - 1)}" if len(m.steps) > 2 else m.step_label(1)
+    return Finding("cold_first_step", f"cold first step: {m.step_label(0)} took {us(first)}, {first / rest:.1f}x the "
+                   f"median {us(rest)} of {others}",
+                   "warm up before profiling (a few un-profiled calls + synchronize) and/or use the schedule's warmup",
+                   dict(first_step=m.steps[0].name, first_us=_r(first), median_others_us=_r(rest),
+                        ratio=_r(first / rest, 2)), level="warn")
+
+
+@rule
+def annotation_gap(m: Model):
+    """Big gap between record_function("...") start and the first aten::* inside it: the same
+    cold-start tax, zoomed in. The annotation entered, but the dispatch hadn't happened yet."""
+    rows = [(i, r) for i, r in enumerate(m.step_rows) if r["annotation_gap_us"] is not None]
+    if len(rows) < 2 or rows[0][0] != 0:
+        return None
+    gaps = [r["annotation_gap_us"] for _, r in rows]
+    rest = float(np.median(gaps[1:]))
+    first = gaps[0]
+    if first < 2 * rest or first - rest < 5:
+        return None
+    r0 = rows[0][1]
+    per = ", ".join(f"{m.step_label(i)} {us(r['annotation_gap_us'])}" for i, r in rows[:6])
+    return Finding("annotation_gap", f"record_function gap: '{r0['annotation']}' starts {us(first)} before its first "
+                   f"op ({r0['first_op']}) in {m.step_label(0)}, vs {us(rest)} in the other steps ({per})",
+                   "the cold-start tax again: warm up before profiling",
+                   dict(annotation=r0["annotation"], first_op=r0["first_op"],
+                        gaps_us={m.steps[i].name: _r(r["annotation_gap_us"], 3) for i, r in rows}), level="warn")
+
+
+def _runtime_order(m: Model):
+    cpu = m.cpu
+    rt = np.flatnonzero(cpu["kind"] == RUNTIME)  # sorted by thread, then time
+    return rt
+
+
+@rule
+def occupancy_query(m: Model):
+    """cudaOccupancyMaxActiveBlocksPerMultiprocessor before a cudaLaunchKernel: a heavyweight,
+    adaptively-launched kernel (GEMM, conv); cuBLAS asks how many blocks fit on an SM to pick a
+    variant. A cudaLaunchKernel with no preceding query: an elementwise or reduction kernel with a
+    fixed, light footprint."""
+    dev, cpu = m.dev, m.cpu
+    if not m.has_gpu:
+        return None
+    occ_ids = m.name_mask(lambda s: s.startswith(OCCUPANCY_PREFIXES))
+    rt = _runtime_order(m)
+    if not rt.size or not occ_ids[cpu["name"][rt]].any():
+        return None
+    is_occ = occ_ids[cpu["name"][rt]]
+    launch_mask = np.zeros(cpu["n"], dtype=bool)
+    kernel_launch = dev["launch"][(dev["launch"] >= 0) & (dev["kind"] == KERNEL)]
+    launch_mask[kernel_launch] = True
+    is_launch = launch_mask[rt]
+    cq = np.cumsum(is_occ)
+    pos = np.flatnonzero(is_launch)
+    thread = cpu["thread"][rt]
+    prev = np.concatenate(([-1], pos[:-1]))  # previous launch position (any thread)
+    same_thread = (prev >= 0) & (thread[np.maximum(prev, 0)] == thread[pos])
+    before = np.where(same_thread, cq[np.maximum(prev, 0)], 0)
+    # queries since the previous launch on this thread (or since the thread's first runtime call)
+    first_of_thread = np.searchsorted(thread, thread[pos], side="left")
+    base = np.where(same_thread, before, np.where(first_of_thread > 0, cq[np.maximum(first_of_thread - 1, 0)], 0))
+    queried = (cq[pos] - base) > 0
+    # per kernel: was its launch queried? which op launched it?
+    kj = np.flatnonzero((dev["launch"] >= 0) & (dev["kind"] == KERNEL))
+    q_of_rt = np.zeros(rt.size, dtype=bool)
+    q_of_rt[pos] = queried
+    kq = q_of_rt[np.searchsorted(rt, dev["launch"][kj])]
+    kop = np.where(dev["op"][kj] >= 0, cpu["name"][np.maximum(dev["op"][kj], 0)], -1)
+    kname = dev["name"][kj]
+
+    def top(mask, k=3):
+        ops, cnt = np.unique(kop[mask], return_counts=True)
+        out = {}
+        for i in np.argsort(-cnt)[:k].tolist():
+            sel = mask & (kop == ops[i])
+            kn, kc = np.unique(kname[sel], return_counts=True)
+            names_ = [N.short_name(m.names[kn[j]], 60) for j in np.argsort(-kc)[:2].tolist()]
+            out[m.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
+        return out
+
+    nq, npl = int(kq.sum()), int((~kq).sum())
+    if not nq:
+        return None
+    tq, tp = top(kq), top(~kq)
+    qtxt = ", ".join(f"{op} ({v['launches']}x → {v['kernels'][0]})" for op, v in tq.items())
+    ptxt = ", ".join(f"{op} ({v['launches']}x)" for op, v in tp.items())
+    return Finding("occupancy_query", f"occupancy-queried launches: {nq:,} of {nq + npl:,} kernel launches follow a "
+                   f"cudaOccupancyMaxActiveBlocksPerMultiprocessor query: {qtxt}"
+                   + (f"; plain launches: {ptxt}" if ptxt else ""),
+                   "queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
+                   "elementwise/reduction kernels",
+                   dict(queried=nq, plain=npl, queried_ops=tq, plain_ops=tp))
+
+
+@rule
+def long_final_sync(m: Model):
+    """A long cudaDeviceSynchronize at the end of the active window: the profiler flushing; its
+    duration is mostly the GPU finishing pending work, not a real CPU cost. A sync covering tiny
+    GPU work is a classic overhead-bound symptom."""
+    cpu = m.cpu
+    sync_ids = m.name_mask(lambda s: s in SYNC_NAMES)
+    idx = np.flatnonzero(sync_ids[cpu["name"]] & (cpu["kind"] == RUNTIME))
+    if not idx.size:
+        return None
+    i = int(idx[np.argmax(cpu["ts"][idx])])
+    a, d = float(cpu["ts"][i]), float(cpu["dur"][i])
+    if d < 50:
+        return None
+    gpu = m.intervals["gpu"]
+    busy = float(gpu.covered(a, a + d)) if len(gpu) else 0.0
+    if busy > 0.5 * d:
+        return None
+    total = m.numbers["gpu"]["busy_in_window_us"] or 0.0
+    return Finding("long_final_sync", f"long final {m.names[cpu['name'][i]]}: {us(d)} while the GPU is busy "
+                   f"{us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {us(total)}",
+                   "the profiler flushing at the end of the window, not a real cost; a sync this long over so little "
+                   "GPU work says the run is overhead-bound",
+                   dict(sync_us=_r(d), gpu_busy_during_us=_r(busy), gpu_busy_in_window_us=_r(total),
+                        start_us=_r(a)))
+
+
+@rule
+def hidden_dtod_copy(m: Model):
+    """A cudaMemcpyAsync you didn't write / Memcpy DtoD immediately before a GEMM: often a hidden
+    device-to-device copy, e.g. addmm seeding its output with the bias before the GEMM epilogue
+    (the "fusion" is at the dispatcher level, not in the kernel)."""
+    dev, cpu = m.dev, m.cpu
+    if not m.has_gpu:
+        return None
+    dtod = m.name_mask(lambda s: "DtoD" in s or "Device -> Device" in s)
+    cand = np.flatnonzero((dev["kind"] == MEMCPY) & dtod[dev["name"]])
+    if not cand.size:
+        return None
+    cat = dev.get("category")
+    gemm_code = list(N.CATEGORIES).index("gemm")
+    # next device event on the same device and stream
+    from common.report.model import factorize
+    sid, _ = factorize(list(zip(dev["device"].tolist(), dev["stream"])))
+    order = np.lexsort((dev["ts"], sid))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    pairs = []
+    for c in cand.tolist():
+        r = rank[c] + 1
+        if r >= order.size:
+            continue
+        nxt = int(order[r])
+        if sid[nxt] != sid[c] or dev["kind"][nxt] != KERNEL or cat is None or cat[nxt] != gemm_code:
+            continue
+        pairs.append((c, nxt))
+    if not pairs:
+        return None
+    c, g = pairs[0]
+    chain = []
+    if dev["launch"][c] >= 0:
+        p = int(dev["launch"][c])
+        chain.append(m.names[cpu["name"][p]])
+        p = int(cpu["parent"][p])
+        while p >= 0 and len(chain) < 5:
+            chain.append(m.names[cpu["name"][p]])
+            p = int(cpu["parent"][p])
+    byt = dev["bytes"][[p[0] for p in pairs]]
+    b = float(np.nanmedian(byt)) if np.isfinite(byt).any() else None
+    size = f", {b / 1e6:.1f} MB" if b else ""
+    gname = m.names[dev["name"][g]]
+    via = f" (issued by {' ← '.join(chain[:4])})" if chain else ""
+    return Finding("hidden_dtod_copy", f"hidden copy: {len(pairs)} Memcpy DtoD{size}, median "
+                   f"{us(float(np.median(dev['dur'][[p[0] for p in pairs]])))}, each right before GEMM "
+                   f"{N.short_name(gname, 60)}{via}",
+                   "the bias seed copy of addmm (out = bias, then GEMM with beta=1): fused at the dispatcher, not in "
+                   "the kernel; a custom/Triton epilogue would skip the copy",
+                   dict(pairs=len(pairs), bytes=b, gemm=gname, issued_by=chain))
+
+
+# ----------------------------------------------------------------------------- GPU lane
+
+
+@rule
+def activity_buffer_request(m: Model):
+    """Activity Buffer Request on the GPU lane: the profiler allocating/refilling its own event
+    buffer. The first one usually accounts for the initial CPU↔GPU lane offset."""
+    reqs = [o for o in m.overheads if "Buffer Request" in o[0]]
+    reqs += [(a[0], a[1], a[2], None, None) for a in m.gpu_annotations if "Buffer Request" in a[0]]
+    if not reqs:
+        return None
+    reqs.sort(key=lambda r: r[1])
+    first = reqs[0]
+    steps = m.step_of(np.array([r[1] for r in reqs]))
+    where = sorted({m.step_label(int(s)) for s in steps if s >= 0})
+    return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
+                   f"{us(sum(r[2] for r in reqs))} in total; the first at +{us(first[1])} ({us(first[2])})"
+                   + (f", in steps {', '.join(where)}" if where else ""),
+                   "the profiler's own buffer management, not your code: profile a warmed-up loop, or more "
+                   "steps to see it only once",
+                   dict(count=len(reqs), total_us=_r(sum(r[2] for r in reqs)), first_at_us=_r(first[1]),
+                        steps=where))
+
+
+@rule
+def kernel_gap(m: Model):
+    """A gap between two kernels in a single step: likely another buffer request mid-execution.
+    Confirm by running more iterations: if it appears only once, it's the profiler, not your code."""
+    if not m.has_gpu or not _is_real_steps(m):
+        return None
+    dev = m.dev
+    gpu = m.intervals["gpu"]
+    best = []
+    for i, s in enumerate(m.steps):
+        sel = dev["step"] == i
+        if sel.sum() < 2:
+            best.append(None)
+            continue
+        a, b = float(dev["ts"][sel].min()), float(dev["end"][sel].max())
+        gs, ge = gpu.gaps_inside(a, b)
+        if not gs.size:
+            best.append((0.0, a, a))
+            continue
+        k = int(np.argmax(ge - gs))
+        best.append((float(ge[k] - gs[k]), float(gs[k]), float(ge[k])))
+    vals = [b[0] for b in best if b is not None]
+    if len(vals) < 2:
+        return None
+    i = max((i for i, b in enumerate(best) if b is not None), key=lambda i: best[i][0])
+    g = best[i][0]
+    others = [b[0] for j, b in enumerate(best) if b is not None and j != i]
+    med = float(np.median(others))
+    if g < 20 or g < 3 * max(med, 1.0):
+        return None
+    gs, ge = best[i][1], best[i][2]
+    overlap = [o[0] for o in m.overheads if o[1] < ge and o[1] + o[2] > gs]
+    over = f"; overlapping {overlap[0]}" if overlap else ""
+    return Finding("kernel_gap", f"GPU gap: {us(g)} idle between two kernels inside {m.step_label(i)} "
+                   f"(at +{us(gs)}), vs a median largest gap of {us(med)} in the other steps{over}",
+                   "run more active steps: if it appears once it is the profiler (buffer request), not your code",
+                   dict(step=m.steps[i].name, gap_us=_r(g), at_us=_r(gs), median_other_steps_us=_r(med),
+                        overlapping=overlap))
+
+
+@rule
+def kernel_time_spread(m: Model):
+    """The same kernel timing differently across steps: GPU clocks, thermals, power management,
+    driver housekeeping. Read the trace, not just the mean (the mean misleads; the median holds)."""
+    if not m.has_gpu or not _is_real_steps(m):
+        return None
+    hits = []
+    for k in m.kernels[:10]:
+        if k["share_pct"] < 1 or "per_step_calls" not in k:
+            continue
+        calls = [c for c in k["per_step_calls"] if c]
+        if len(calls) < 2 or len(set(calls)) != 1:
+            continue
+        per = [t for t, c in zip(k["per_step_us"], k["per_step_calls"]) if c]
+        lo, hi = min(per), max(per)
+        if lo <= 0 or hi / lo < 1.5:
+            continue
+        hits.append((k, per, hi / lo))
+    if not hits:
+        return None
+    k, per, ratio = max(hits, key=lambda h: h[0]["total_us"])
+    steps = [m.step_label(i) for i, c in enumerate(k["per_step_calls"]) if c]
+    per_txt = ", ".join(f"{s} {us(t)}" for s, t in list(zip(steps, per))[:8])
+    return Finding("kernel_time_spread", f"{N.short_name(k['name'], 60)} times differently across steps: {per_txt} "
+                   f"(max/min {ratio:.1f}x); mean {us(k['mean_us'])} vs median {us(k['median_us'])} per call",
+                   "clocks, thermals and driver housekeeping move single runs: read the trace and the median, "
+                   "not the mean; warm up and profile more steps",
+                   dict(kernel=k["name"], per_step_us=[_r(t) for t in per], max_over_min=_r(ratio, 2),
+                        mean_us=_r(k["mean_us"]), median_us=_r(k["median_us"]), others=len(hits) - 1))
+
+
+# ----------------------------------------------------------------------------- dispatch chain
+
+VIEW_OPS = ("aten::t", "aten::transpose", "aten::view", "aten::reshape", "aten::as_strided", "aten::_unsafe_view",
+            "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select",
+            "aten::alias", "aten::detach", "aten::numpy_T", "aten::view_as", "aten::unflatten", "aten::flatten")
+
+
+@rule
+def metadata_only_ops(m: Model):
+    """aten::t, transpose, view, reshape, as_strided, _unsafe_view launch no kernel (0 CUDA time):
+    metadata-only ops, a new view of the same memory."""
+    rows = [o for o in m.ops if o["name"] in VIEW_OPS and o["calls_with_device_work"] == 0]
+    if not rows:
+        return None
+    rows.sort(key=lambda o: -o["calls"])
+    txt = ", ".join(f"{o['name']} ({o['calls']:,}x, {us(o['cpu_total_us'])} CPU)" for o in rows[:6])
+    tail = "launched no kernel (0 device time)" if m.has_gpu else "(views: no data moved; a CPU trace has no kernels)"
+    return Finding("metadata_only_ops", f"metadata-only ops: {txt} {tail}",
+                   "views cost only dispatch time; they matter only when called very often",
+                   dict(ops={o["name"]: dict(calls=o["calls"], cpu_total_us=_r(o["cpu_total_us"])) for o in rows}))
+
+
+def _children_names(m: Model, parent_name: str) -> dict:
+    cpu = m.cpu
+    if parent_name not in m.names:
+        return {}
+    nid = m.names.index(parent_name)
+    par = np.flatnonzero((cpu["name"] == nid) & (cpu["kind"] == OP))
+    if not par.size:
+        return {}
+    kids = np.flatnonzero(np.isin(cpu["parent"], par) & (cpu["kind"] == OP))
+    ids, cnt = np.unique(cpu["name"][kids], return_counts=True)
+    return {m.names[i]: int(c) for i, c in zip(ids.tolist(), cnt.tolist())}
+
+
+@rule
+def matmul_dispatch(m: Model):
+    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
+    extra CUDA runtime calls): a batched matmul on 3D+ tensors."""
+    kids = _children_names(m, "aten::matmul")
+    mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
+    if not mm and not bmm:
+        return None
+    cpu = m.cpu
+    rt_per = {}
+    rt = np.flatnonzero(cpu["kind"] == RUNTIME)
+    if rt.size:
+        inner = m.enclosing(rt, (OP,))
+        inner = inner[inner >= 0]
+        for op in ("aten::mm", "aten::bmm"):
+            if op in m.names and kids.get(op):
+                nid = m.names.index(op)
+                calls = int(((cpu["name"] == nid) & (cpu["kind"] == OP)).sum())
+                rt_per[op] = round(float((cpu["name"][inner] == nid).sum()) / max(calls, 1), 2)
+    parts = []
+    if mm:
+        parts.append(f"aten::mm {mm}x (2D × 2D)")
+    if bmm:
+        parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
+    rtxt = ""
+    if rt_per:
+        rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
+    return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}",
+                   "bmm is the batched path (cuBLAS does more heuristic work per call); flatten leading dims to "
+                   "use one big mm when the weights are shared",
+                   dict(mm=mm, bmm=bmm, runtime_calls_per_call=rt_per))
+
+
+@rule
+def addmm_vs_mm_add(m: Model):
+    """aten::addmm(b, x, w) instead of a separate aten::add + aten::mm pair: operator fusion at
+    the dispatcher level; the GPU kernel is still the same GEMM, with the bias add folded into
+    the epilogue."""
+    cpu = m.cpu
+    ops = {o["name"]: o for o in m.ops}
+    addmm = ops.get("aten::addmm", {}).get("calls", 0)
+    pairs = 0
+    if "aten::add" in m.names:
+        mmish = m.name_mask(lambda s: s in ("aten::mm", "aten::matmul", "aten::bmm"))
+        add_id = m.names.index("aten::add")
+        cand = np.flatnonzero(((cpu["name"] == add_id) | mmish[cpu["name"]]) & (cpu["kind"] == OP))
+        if cand.size:
+            o = np.lexsort((cand, cpu["parent"][cand]))
+            c = cand[o]
+            same = cpu["parent"][c[1:]] == cpu["parent"][c[:-1]]
+            is_add = cpu["name"][c[1:]] == add_id
+            prev_mm = mmish[cpu["name"][c[:-1]]]
+            pairs = int((same & is_add & prev_mm).sum())
+    if not addmm and not pairs:
+        return None
+    parts = []
+    if addmm:
+        parts.append(f"aten::addmm {addmm:,}x: bias add fused at the dispatcher (one GEMM, bias in the epilogue)")
+    if pairs:
+        parts.append(f"aten::mm/matmul followed by aten::add {pairs:,}x: two ops, two kernels")
+    hint = ("nn.Linear / torch.addmm / torch.compile fold the add into the GEMM's epilogue" if pairs else
+            "the GEMM kernel is the same as mm's; on CUDA the bias is first copied into the output (Memcpy DtoD)")
+    return Finding("addmm_vs_mm_add", "; ".join(parts), hint, dict(addmm=addmm, mm_add_pairs=pairs))
+
+
+# ----------------------------------------------------------------------------- torch.compile
+
+_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+_FXGRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+COMPILE_FRAMES = ("TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "CompiledFunction",
+                  "Pregraph bytecode", "## Call CompiledFxGraph")
+
+
+def _compile_info(m: Model) -> dict | None:
+    ops = {o["name"]: o for o in m.ops}
+    regions = {n: o["calls"] for n, o in ops.items() if _REGION.match(n)}
+    hashes = {_FXGRAPH.match(n).group(1): o["calls"] for n, o in ops.items() if _FXGRAPH.match(n)}
+    frames = {n: o["calls"] for n, o in ops.items() if n in COMPILE_FRAMES}
+    if not (regions or hashes or frames):
+        return None
+    return dict(regions=regions, hashes=hashes, frames=frames)
+
+
+@rule
+def torch_compile(m: Model):
+    """A Torch-Compiled Region: K/M row: you're inside a compiled function. TorchDynamo Cache Lookup
+    on every step: Dynamo checking guards (paid on every call). AOTDispatcher Runtime Wrapper
+    Prologue: AOTAutograd's wrapper, always in the stack. ## Call CompiledFxGraph <hash> with the
+    same hash across steps: cache hits on the generated code."""
+    info = _compile_info(m)
+    if info is None:
+        return None
+    nsteps = len(m.steps) if m.window_source == "ProfilerStep" else 0
+    parts = []
+    if info["regions"]:
+        parts.append("regions " + ", ".join(f"{n.split(': ')[1]} ({c}x)" for n, c in info["regions"].items()))
+    for n, c in info["frames"].items():
+        parts.append(f"{n} {c}x" + (f" ({c / nsteps:.0f}/step)" if nsteps else ""))
+    if info["hashes"]:
+        parts.append("CompiledFxGraph " + ", ".join(f"{h} ({c}x)" for h, c in info["hashes"].items()))
+    one = len(info["hashes"]) <= 1 and len(info["regions"]) <= 1
+    verdict = "one graph, called from its cache every step" if one else "several graphs (see recompiles)"
+    return Finding("torch_compile", f"torch.compile frames: {'; '.join(parts)}: {verdict}",
+                   "generated code: /tmp/torchinductor_<user>/ (TORCH_COMPILE_DEBUG=1 or TORCH_LOGS=output_code); "
+                   "for a single small op the Dynamo/AOT wrappers cost more CPU than eager",
+                   dict(regions=info["regions"], hashes=info["hashes"], frames=info["frames"]))
+
+
+@rule
+def recompiles(m: Model):
+    """Several CompiledFxGraph hashes or Torch-Compiled Region indices: recompiles (new shapes,
+    dtypes or guards failing) or graph breaks; one stable hash means cache hits."""
+    info = _compile_info(m)
+    if info is None:
+        return None
+    regions = [(_REGION.match(n).group(1), _REGION.match(n).group(2)) for n in info["regions"]]
+    recompiled = sorted({f"{a}/{b}" for a, b in regions if b != "0"})
+    frames = sorted({a for a, _ in regions})
+    if len(info["hashes"]) <= 1 and len(regions) <= 1:
+        return None
+    return Finding("recompiles", f"{len(info['hashes'])} CompiledFxGraph hashes and {len(regions)} compiled regions "
+                   f"({', '.join(n.split(': ')[1] for n in info['regions']) or '-'}): "
+                   + ("recompiles " + ", ".join(recompiled) if recompiled else "")
+                   + (" " if recompiled and len(frames) > 1 else "")
+                   + (f"{len(frames)} frames (graph breaks)" if len(frames) > 1 else ""),
+                   "TORCH_LOGS=recompiles,graph_breaks says why; mark dynamic dims or fix the shapes",
+                   dict(hashes=list(info["hashes"]), regions=list(info["regions"]), recompiled=recompiled),
+                   level="warn")
+
+
+@rule
+def fused_kernels(m: Model):
+    """Inductor's fused kernels, names decoded: triton_poi_fused__unsafe_view_gelu_mul_0 -> Triton,
+    pointwise, fuses _unsafe_view+gelu+mul (poi/red/per = pointwise/reduction/persistent
+    reduction); on the CPU graph_0_cpp_fused_... / cpp_fused_... (C++/OpenMP)."""
+    rows = []
+    for k in m.kernels:
+        d = N.decode_fused(k["name"])
+        if d:
+            rows.append((k["name"], d, k["total_us"], k["calls"], "GPU"))
+    gpu_names = {r[0] for r in rows}
+    for o in m.ops:
+        d = N.decode_fused(o["name"])
+        if d and o["name"] not in gpu_names:
+            rows.append((o["name"], d, o["cpu_total_us"], o["calls"], "CPU"))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -r[2])
+    txt = "; ".join(f"{n} -> {N.describe_fused(d)} ({c}x, {us(t)})" for n, d, t, c, _ in rows[:4])
+    more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
+    return Finding("fused_kernels", f"fused kernels: {txt}{more}",
+                   "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory",
+                   dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=_r(t), **d) for n, d, t, c, lane in rows[:20]]))
+
+
+@rule
+def gemm_kernels(m: Model):
+    """A kernel named like ampere_bf16_s16816gemm_...: the actual cuBLAS GPU work for a matmul;
+    the name carries library, arch, dtype, tile, stages and layout (nn/tn/nt); identical names
+    mean identical GPU work (typically the same in eager and compiled mode)."""
+    rows = [(k, N.decode_gemm(k["name"])) for k in m.kernels if k["category"] == "gemm"]
+    rows = [(k, d) for k, d in rows if d]
+    if not rows:
+        return None
+    total = sum(k["total_us"] for k, _ in rows)
+    share = sum(k["share_pct"] for k, _ in rows)
+    txt = "; ".join(f"{N.short_name(k['name'], 60)} = {N.describe_gemm(d)} ({k['calls']}x, median {us(k['median_us'])})"
+                    for k, d in rows[:3])
+    more = f" (+{len(rows) - 3} more)" if len(rows) > 3 else ""
+    return Finding("gemm_kernels", f"GEMM kernels ({share:.0f}% of kernel time, {us(total)}): {txt}{more}",
+                   "compare names between runs: the same name means the same GPU work",
+                   dict(kernels=[dict(name=k["name"], calls=k["calls"], total_us=_r(k["total_us"]), **d) for k, d in rows[:20]]))

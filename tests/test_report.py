@@ -1,0 +1,605 @@
+"""The trace report (common.report): real traces, torch-made CPU traces, synthetic GPU traces, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.report import analyze, report_json
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO.parent / "shared" / "traces"
+HTA = TRACES / "hta"
+KINETO = TRACES / "kineto"
+
+needs_traces = pytest.mark.skipif(not HTA.is_dir(), reason="../shared/traces not present")
+
+
+def rules_of(findings) -> dict:
+    return {f.rule: f for f in findings}
+
+
+def run_cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "common.report", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+
+
+# ----------------------------------------------------------------------------- real traces (each loaded once)
+
+_cache: dict = {}
+
+
+def real(name: str):
+    """(model, findings) of a trace under ../shared/traces, loaded once per session."""
+    if name not in _cache:
+        path = TRACES / name
+        if not path.exists():
+            pytest.skip(f"{path} not present")
+        _cache[name] = analyze(path)
+    return _cache[name]
+
+
+@needs_traces
+def test_every_shared_trace_reads():
+    files = sorted(HTA.glob("*.json.gz")) + sorted(KINETO.glob("*.json.gz"))
+    assert len(files) >= 7
+    for f in files:
+        m, findings = real(str(f.relative_to(TRACES)))
+        assert m.n_events > 0
+        assert all(x.message and x.rule for x in findings)
+        assert "rule_error" not in rules_of(findings), [x.message for x in findings if x.rule == "rule_error"]
+
+
+@needs_traces
+@pytest.mark.parametrize("name, span, idle, idle_pct, compute", [
+    ("hta/v100_ddp_rank1.json.gz", 1_732_965, 732_352, 42.26, 620_516),
+    ("hta/a100_rank3.json.gz", 464_594, 76_007, 16.36, 281_336),
+    ("kineto/v100_resnet50_train.json.gz", 996_477, 392_919, 39.43, None),
+])
+def test_busy_idle_agree_with_hta(name, span, idle, idle_pct, compute):
+    m, _ = real(name)
+    g = m.numbers["gpu"]
+    assert abs(g["idle_pct"] - idle_pct) < 1.0  # the brief: within 1 percentage point
+    assert abs(g["span_us"] - span) <= 1 and abs(g["idle_us"] - idle) <= 1  # in fact exact
+    assert abs(g["busy_pct"] - (100 - idle_pct)) < 1.0
+    if compute is not None:
+        assert abs(g["compute_us"] - compute) <= 1
+
+
+@needs_traces
+def test_v100_ddp_numbers_and_top_kernels():
+    m, findings = real("hta/v100_ddp_rank1.json.gz")
+    assert [s.number for s in m.steps] == [2, 3, 4, 5, 6]
+    assert m.numbers["gpu"]["kernels"] == 19_370
+    assert m.numbers["gpu"]["launches_correlated"] == 22_290
+    top = {k["name"]: k for k in m.kernels[:5]}
+    nccl = top["ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"]
+    assert nccl["calls"] == 2_020 and abs(nccl["total_us"] - 357_343) <= 1
+    assert abs(top["volta_sgemm_128x32_nt"]["total_us"] - 73_955) <= 1
+    assert abs(top["volta_sgemm_128x64_nn"]["total_us"] - 55_313) <= 1
+    assert abs(top["volta_sgemm_32x128_nn"]["total_us"] - 45_961) <= 1
+    add = [k for k in m.kernels if k["name"].startswith("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>")]
+    assert abs(add[0]["total_us"] - 84_724) <= 1
+    r = rules_of(findings)
+    assert r["hotspot_kernel"].evidence["kernel"].startswith("ncclKernel_AllReduce")
+    assert "occupancy_query" in r and r["occupancy_query"].evidence["queried"] > 0
+    assert "aten::mm" in r["occupancy_query"].evidence["queried_ops"]
+    assert "metadata_only_ops" in r and "aten::t" in r["metadata_only_ops"].evidence["ops"]
+    assert "gemm_kernels" in r and "no_device_lane" not in r
+    # breakdown sums to the steps' time
+    b = m.breakdown
+    assert abs(sum(b[k] for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")) - b["total"]) < 1
+    cats = {c["category"]: c for c in m.categories}
+    assert abs(cats["communication"]["time_us"] - 357_343) <= 1 and cats["gemm"]["time_us"] > 0
+
+
+@needs_traces
+def test_resnet_launch_args_give_tensorboard_estimates():
+    m, findings = real("kineto/v100_resnet50_train.json.gz")
+    assert [s.number for s in m.steps] == [5, 6, 7, 8, 9, 10]
+    assert m.numbers["gpu"]["kernels"] == 8_772
+    e = m.numbers["efficiency"]
+    assert e["kernels_with_launch_args"] == 8_772
+    assert 0 < e["est_sm_efficiency_pct"] <= 100 and 0 < e["est_achieved_occupancy_pct"] <= 100
+    assert e["mean_blocks_per_sm"] > 1
+    k = m.kernels[0]
+    assert "cudnn" in k["name"] and k["category"] == "cudnn" and k["est_achieved_occupancy_pct"] is not None
+    assert m.breakdown["dataloader"] > 0  # enumerate(DataLoader) in the old Operator category
+
+
+@needs_traces
+def test_a100_rank3_steps_and_streams():
+    m, _ = real("hta/a100_rank3.json.gz")
+    assert [s.number for s in m.steps] == list(range(1009, 1015))
+    assert m.numbers["gpu"]["streams"] >= 3
+
+
+@needs_traces
+def test_cpu_only_trace_says_no_device_lane():
+    m, findings = real("hta/cpu_only_rank34.json.gz")
+    r = rules_of(findings)
+    assert "no_device_lane" in r and not m.has_gpu
+    j = report_json(HTA / "cpu_only_rank34.json.gz")
+    assert j["gpu"]["busy_us"] is None and j["gpu"]["span_us"] is None and j["gpu"]["idle_pct"] is None
+
+
+@needs_traces
+def test_no_steps_trace_is_one_window():
+    m, findings = real("hta/a100_alexnet_nosteps.json.gz")
+    assert m.window_source == "all events" and len(m.steps) == 1
+    assert "no_steps" in rules_of(findings)
+    assert any("no ProfilerStep" in n for n in m.notes)
+    assert m.numbers["gpu"]["kernels"] == 79
+
+
+@needs_traces
+def test_rocm_trace_reads():
+    m, findings = real("hta/mi250_rocm_minitoy.json.gz")
+    assert [s.number for s in m.steps] == [1, 2]  # the GPU-lane ProfilerStep#1 is not a step
+    assert m.numbers["gpu"]["kernels"] == 14 and m.numbers["gpu"]["launches_correlated"] == 16
+    assert any(k["category"] == "gemm" for k in m.kernels)  # rocBLAS Cijk_ kernels
+
+
+@needs_traces
+def test_triton_kernel_decoded():
+    m, findings = real("hta/a100_triton_example.json.gz")
+    r = rules_of(findings)
+    assert "fuses add+cos+sin" in r["fused_kernels"].message
+    assert m.kernels[0]["category"] == "triton_pointwise"
+    assert m.kernels[0]["decoded"]["backend"] == "Triton"
+    assert "torch_compile" in r and "recompiles" not in r
+
+
+# ----------------------------------------------------------------------------- names
+
+
+def test_gemm_and_fused_names_decode():
+    from common.report.names import decode_fused, decode_gemm, kernel_category
+
+    d = decode_gemm("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn")
+    assert (d["library"], d["arch"], d["dtype"], d["tile"], d["stages"], d["layout"]) == (
+        "cuBLAS", "ampere", "bf16", "128x256", "64x3", "nn")
+    d = decode_gemm("volta_sgemm_128x64_nn")
+    assert (d["arch"], d["dtype"], d["tile"], d["layout"]) == ("volta", "fp32", "128x64", "nn")
+    d = decode_gemm("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+                    "execute_segment_k_off_kernel__5x_cublas")
+    assert (d["library"], d["arch"], d["dtype"], d["tile"], d["layout"]) == ("cuBLAS", "sm90", "bf16", "128x128x64", "tn")
+    d = decode_gemm("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x)")
+    assert d["library"] == "CUTLASS" and d["arch"] == "sm80" and d["layout"] == "nn"
+    f = decode_fused("triton_poi_fused__unsafe_view_gelu_mul_0")
+    assert (f["backend"], f["kind"], f["ops"]) == ("Triton", "pointwise", ["_unsafe_view", "gelu", "mul"])
+    f = decode_fused("graph_0_cpp_fused__unsafe_view_gelu_mul_0")
+    assert f["backend"].startswith("C++") and f["ops"] == ["_unsafe_view", "gelu", "mul"]
+    assert decode_fused("cpp_fused_add_0")["ops"] == ["add"]
+    assert decode_fused("aten::mm") is None and decode_gemm("triton_poi_fused_add_0") is None
+    assert kernel_category("triton_red_fused_sum_0") == "triton_reduction"
+    assert kernel_category("triton_per_fused_native_layer_norm_0") == "triton_persistent"
+    assert kernel_category("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)") == "communication"
+
+
+# ----------------------------------------------------------------------------- torch-made CPU traces
+
+TORCH_SCRIPT = r"""
+import sys, torch
+base = sys.argv[1]
+torch.manual_seed(0)
+n = 64
+for kind in ("eager", "bmm", "linear", "warm"):  # eager first: it gets the process's cold start
+    if kind == "bmm":
+        x, w, b = (torch.randn(8, n, n, dtype=torch.bfloat16) for _ in range(3))
+    else:
+        x, w, b = (torch.randn(n, n, dtype=torch.bfloat16) for _ in range(3))
+    lin = torch.nn.Linear(n, n, dtype=torch.bfloat16).eval()
+    def step():
+        with torch.profiler.record_function("matmul_add" if kind != "linear" else "linear_fwd"):
+            if kind == "linear":
+                with torch.no_grad():
+                    return lin(x)
+            return torch.add(torch.matmul(x, w), b)
+    if kind == "warm":
+        for _ in range(3):
+            step()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
+        for _ in range(5):
+            step()
+            prof.step()
+    prof.export_chrome_trace(f"{base}/{kind}.json")
+"""
+
+
+@pytest.fixture(scope="session")
+def torch_traces(tmp_path_factory):
+    """Small CPU traces written by real torch.profiler runs (one process): eager, warm, batched, nn.Linear."""
+    pytest.importorskip("torch")
+    base = tmp_path_factory.mktemp("torch_traces")
+    script = base / "make.py"
+    script.write_text(TORCH_SCRIPT)
+    p = subprocess.run([sys.executable, str(script), str(base)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return {kind: base / f"{kind}.json" for kind in ("eager", "bmm", "linear", "warm")}
+
+
+def test_torch_eager_trace(torch_traces):
+    m, findings = analyze(torch_traces["eager"])
+    r = rules_of(findings)
+    assert [s.number for s in m.steps] == [2, 3, 4]
+    assert "no_device_lane" in r and not m.has_gpu
+    assert r["addmm_vs_mm_add"].evidence["mm_add_pairs"] == 3 and r["addmm_vs_mm_add"].evidence["addmm"] == 0
+    assert r["matmul_dispatch"].evidence["mm"] == 3 and r["matmul_dispatch"].evidence["bmm"] == 0
+    assert all(row["annotation"] == "matmul_add" and row["first_op"] == "aten::matmul" for row in m.step_rows)
+    assert all(row["annotation_gap_us"] > 0 for row in m.step_rows)
+    # cold start: the first step is the widest, and the rules say so when it is much wider
+    durs = [s.dur for s in m.steps]
+    if durs[0] >= 1.5 * sorted(durs[1:])[len(durs[1:]) // 2] + 5:
+        assert "cold_first_step" in r
+    # no GPU rules on a CPU trace
+    for gpu_rule in ("overhead_bound", "compute_bound", "occupancy_query", "hidden_dtod_copy", "kernel_gap",
+                     "kernel_time_spread", "activity_buffer_request"):
+        assert gpu_rule not in r
+
+
+def test_torch_batched_and_linear_traces(torch_traces):
+    _, f = analyze(torch_traces["bmm"])
+    r = rules_of(f)
+    assert r["matmul_dispatch"].evidence["bmm"] == 3 and r["matmul_dispatch"].evidence["mm"] == 0
+    _, f = analyze(torch_traces["linear"])
+    r = rules_of(f)
+    assert r["addmm_vs_mm_add"].evidence["addmm"] == 3 and r["addmm_vs_mm_add"].evidence["mm_add_pairs"] == 0
+    assert "aten::t" in r["metadata_only_ops"].evidence["ops"]
+
+
+def test_compare_eager_vs_linear(torch_traces):
+    p = run_cli("--compare", torch_traces["eager"], torch_traces["linear"], "--json")
+    assert p.returncode == 0, p.stderr
+    c = json.loads(p.stdout)
+    assert set(c) == {"a", "b", "summary", "steps", "kernels", "ops"}
+    assert len(c["steps"]) == 3 and c["steps"][0]["cpu_ratio"] > 0
+    vanished = {o["name"] for o in c["ops"]["vanished"]}
+    appeared = {o["name"] for o in c["ops"]["appeared"]}
+    assert {"aten::add", "aten::matmul", "aten::mm"} <= vanished
+    assert {"aten::addmm", "aten::linear", "aten::t"} <= appeared
+    p = run_cli("--compare", torch_traces["eager"], torch_traces["linear"])
+    assert p.returncode == 0 and "ops only in B" in p.stdout
+
+
+def test_cli_rich_and_short(torch_traces):
+    p = run_cli(torch_traces["eager"])
+    assert p.returncode == 0, p.stderr
+    for text in ("trace report", "steps", "step time breakdown", "findings", "no_device_lane"):
+        assert text in p.stdout
+    from rich.console import Console
+
+    from common.report import print_short_report
+
+    buf = io.StringIO()
+    print_short_report(torch_traces["eager"], Console(file=buf, width=200))
+    lines = buf.getvalue().strip().splitlines()
+    assert 4 <= len(lines) <= 25 and "no_device_lane" in buf.getvalue()
+
+
+def test_json_keys(torch_traces):
+    p = run_cli(torch_traces["eager"], "--json")
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    for key in ("schema", "trace", "meta", "window", "gpu", "cpu", "device", "efficiency", "steps", "breakdown",
+                "categories", "kernels", "ops", "findings", "notes"):
+        assert key in j
+    for key in ("busy_us", "span_us", "idle_pct", "busy_pct_of_window"):
+        assert key in j["gpu"] and j["gpu"][key] is None  # CPU-only: no GPU events
+    assert [s["number"] for s in j["steps"]] == [2, 3, 4]
+    assert all(set(f) >= {"rule", "message", "evidence"} for f in j["findings"])
+    # --json FILE, and several traces give a list
+    out = torch_traces["eager"].parent / "two.json"
+    p = run_cli(torch_traces["eager"], torch_traces["warm"], "--json", out)
+    assert p.returncode == 0 and isinstance(json.loads(out.read_text()), list)
+
+
+def test_import_is_cheap():
+    code = "import sys, common.report; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert p.stdout.split() == ["False", "False"], p.stderr
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    good = json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5,
+                                        "pid": 1, "tid": 1}]}).encode()
+    files = {
+        "missing": d / "nope.json",
+        "not_json": d / "not.json",
+        "truncated_gzip": d / "trunc.json.gz",
+        "no_trace_events": d / "noevents.json",
+        "a_list": d / "list.json",
+        "empty": d / "empty.json",
+        "fake_gz": d / "fake.json.gz",
+    }
+    files["not_json"].write_text("this is not json {")
+    files["truncated_gzip"].write_bytes(gzip.compress(good * 50)[:40])
+    files["no_trace_events"].write_text(json.dumps({"schemaVersion": 1}))
+    files["a_list"].write_text("[1, 2, 3]")
+    files["empty"].write_text("")
+    files["fake_gz"].write_text("{}")
+    return files
+
+
+@pytest.mark.parametrize("case, words", [
+    ("missing", "no such file"), ("not_json", "not JSON"), ("truncated_gzip", "gzip"),
+    ("no_trace_events", "no traceEvents"), ("a_list", "not a trace"), ("empty", "empty"), ("fake_gz", "gzip"),
+])
+def test_bad_input_one_line_exit_2(bad_files, case, words):
+    p = run_cli(bad_files[case])
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_bad_usage_exit_2():
+    p = run_cli()
+    assert p.returncode == 2
+
+
+# ----------------------------------------------------------------------------- synthetic GPU traces
+
+GEMM = "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>(int)"
+
+
+def X(name, ts, dur, cat="cpu_op", pid=100, tid=100, **args):
+    e = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+    if args:
+        e["args"] = args
+    return e
+
+
+def gpu_trace(tmp_path, *, steps=3, occupancy=True, gemm_us=(50, 50, 50), dtod=False, buffer_request=False,
+              sync_us=30.0, hashes=(), regions=(), gap_step=None, name="t.json"):
+    """A tiny matmul+add CUDA trace: per step matmul_add -> aten::matmul -> aten::mm (GEMM), aten::add."""
+    ev = [{"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
+    corr = 1
+    for i in range(steps):
+        t = 1000.0 * i
+        ev.append(X(f"ProfilerStep#{i + 2}", t, 900, cat="user_annotation"))
+        ev.append(X("matmul_add", t + 10, 400, cat="user_annotation"))
+        if hashes:
+            ev.append(X(f"Torch-Compiled Region: {regions[i] if regions else '0/0'}", t + 12, 390))
+            ev.append(X("TorchDynamo Cache Lookup", t + 13, 2))
+            ev.append(X(f"## Call CompiledFxGraph {hashes[i]} ##", t + 16, 300))
+        if dtod:
+            ev.append(X("aten::addmm", t + 20, 200))
+            ev.append(X("cudaMemcpyAsync", t + 25, 5, cat="cuda_runtime", correlation=corr))
+            ev.append(X("Memcpy DtoD (Device -> Device)", t + 60, 4, cat="gpu_memcpy", pid=0, tid=7,
+                        correlation=corr, device=0, stream=7, bytes=32 * 2**20))
+            corr += 1
+            ev.append(X("cudaLaunchKernel", t + 40, 8, cat="cuda_runtime", correlation=corr))
+            ev.append(X(GEMM, t + 66, gemm_us[i], cat="kernel", pid=0, tid=7, correlation=corr, device=0, stream=7,
+                        grid=[16, 8, 1], block=[256, 1, 1], **{"est. achieved occupancy %": 12, "blocks per SM": 1.2}))
+            corr += 1
+        else:
+            ev.append(X("aten::matmul", t + 20, 150))
+            ev.append(X("aten::mm", t + 22, 146))
+            if occupancy:
+                ev.append(X("cudaOccupancyMaxActiveBlocksPerMultiprocessor", t + 30, 2, cat="cuda_runtime",
+                            correlation=corr + 1000))
+            ev.append(X("cudaLaunchKernel", t + 40, 8, cat="cuda_runtime", correlation=corr))
+            ev.append(X(GEMM, t + 60, gemm_us[i], cat="kernel", pid=0, tid=7, correlation=corr, device=0, stream=7,
+                        grid=[16, 8, 1], block=[256, 1, 1], **{"est. achieved occupancy %": 12, "blocks per SM": 1.2}))
+            corr += 1
+            ev.append(X("aten::add", t + 180, 30))
+            ev.append(X("cudaLaunchKernel", t + 185, 8, cat="cuda_runtime", correlation=corr))
+            kt = t + 60 + gemm_us[i] + (300 if gap_step == i else 2)
+            ev.append(X(ADD, kt, 3, cat="kernel", pid=0, tid=7, correlation=corr, device=0, stream=7,
+                        grid=[4, 1, 1], block=[128, 1, 1], **{"est. achieved occupancy %": 5, "blocks per SM": 0.04}))
+            corr += 1
+    if buffer_request:
+        ev.append(X("Activity Buffer Request", 5, 40, cat="overhead", pid=0, tid=7))
+    end = 1000.0 * (steps - 1) + 910
+    ev.append(X("cudaDeviceSynchronize", end, sync_us, cat="cuda_runtime", correlation=corr + 5000))
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "numSms": 108,
+                                                     "computeMajor": 8, "computeMinor": 0}],
+           "cuda_runtime_version": 12040, "traceEvents": ev}
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def findings_of(path) -> dict:
+    return rules_of(analyze(path)[1])
+
+
+def test_synthetic_basics(tmp_path):
+    m, f = analyze(gpu_trace(tmp_path))
+    r = rules_of(f)
+    assert [s.number for s in m.steps] == [2, 3, 4]
+    assert m.numbers["gpu"]["kernels"] == 6 and m.numbers["gpu"]["launches_correlated"] == 6
+    assert [row["kernels"] for row in m.step_rows] == [2, 2, 2]
+    k = {k["name"]: k for k in m.kernels}
+    assert k[GEMM]["est_sm_efficiency_pct"] == 100.0 and k[GEMM]["est_achieved_occupancy_pct"] == 12
+    assert abs(k[GEMM]["mean_blocks_per_sm"] - 128 / 108) < 1e-6  # blocks / numSms
+    assert abs(k[ADD]["est_sm_efficiency_pct"] - 100 * 4 / 108) < 1e-6
+    assert "overhead_bound" in r and "compute_bound" not in r
+    assert r["gemm_kernels"].evidence["kernels"][0]["tile"] == "128x256"
+    assert r["hotspot_kernel"].evidence["kernel"] == GEMM
+    assert m.meta["cuda_runtime_version"] == 12040
+
+
+def test_rule_occupancy_query(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, occupancy=True))
+    ev = r["occupancy_query"].evidence
+    assert ev["queried"] == 3 and ev["plain"] == 3
+    assert list(ev["queried_ops"]) == ["aten::mm"] and list(ev["plain_ops"]) == ["aten::add"]
+    assert "occupancy_query" not in findings_of(gpu_trace(tmp_path, occupancy=False, name="u.json"))
+
+
+def test_rule_hidden_dtod_copy(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, dtod=True))
+    f = r["hidden_dtod_copy"]
+    assert f.evidence["pairs"] == 3 and f.evidence["gemm"] == GEMM
+    assert f.evidence["issued_by"][:2] == ["cudaMemcpyAsync", "aten::addmm"]
+    assert "33.6 MB" in f.message
+    assert "hidden_dtod_copy" not in findings_of(gpu_trace(tmp_path, dtod=False, name="u.json"))
+
+
+def test_rule_activity_buffer_request(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, buffer_request=True))
+    assert r["activity_buffer_request"].evidence["count"] == 1
+    assert "activity_buffer_request" not in findings_of(gpu_trace(tmp_path, name="u.json"))
+
+
+def test_rule_kernel_time_spread(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, gemm_us=(580, 590, 2080)))
+    f = r["kernel_time_spread"]
+    assert f.evidence["kernel"] == GEMM and f.evidence["max_over_min"] > 3
+    assert f.evidence["mean_us"] > 1000 and f.evidence["median_us"] == 590
+    assert "kernel_time_spread" not in findings_of(gpu_trace(tmp_path, gemm_us=(580, 585, 590), name="u.json"))
+
+
+def test_rule_long_final_sync(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, sync_us=1780))
+    f = r["long_final_sync"]
+    assert f.evidence["sync_us"] == 1780 and f.evidence["gpu_busy_during_us"] == 0
+    assert "long_final_sync" not in findings_of(gpu_trace(tmp_path, sync_us=20, name="u.json"))
+
+
+def test_rule_kernel_gap(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, gap_step=1, steps=4, gemm_us=(50,) * 4))
+    assert r["kernel_gap"].evidence["step"] == "ProfilerStep#3" and r["kernel_gap"].evidence["gap_us"] == 300
+    assert "kernel_gap" not in findings_of(gpu_trace(tmp_path, steps=4, gemm_us=(50,) * 4, name="u.json"))
+
+
+def test_rule_compile_frames_and_recompiles(tmp_path):
+    r = findings_of(gpu_trace(tmp_path, hashes=("cabc123",) * 3))
+    assert r["torch_compile"].evidence["hashes"] == {"cabc123": 3}
+    assert "recompiles" not in r
+    r = findings_of(gpu_trace(tmp_path, hashes=("cabc123", "cdef456", "cdef456"), regions=("0/0", "0/1", "0/1"),
+                              name="u.json"))
+    assert "recompiles" in r and r["recompiles"].evidence["recompiled"] == ["0/1"]
+    nothing = findings_of(gpu_trace(tmp_path, name="v.json"))
+    assert "torch_compile" not in nothing and "recompiles" not in nothing
+
+
+def test_rule_cold_first_step_and_gap(tmp_path):
+    def trace(first_dur, first_gap, name):
+        ev = []
+        for i, (dur, gap) in enumerate([(first_dur, first_gap), (100, 5), (100, 5)]):
+            t = 1000.0 * i
+            ev += [X(f"ProfilerStep#{i + 2}", t, dur, cat="user_annotation"),
+                   X("matmul_add", t + 2, dur - 10, cat="user_annotation"),
+                   X("aten::matmul", t + 2 + gap, 20), X("aten::mm", t + 3 + gap, 18)]
+        p = tmp_path / name
+        p.write_text(json.dumps({"traceEvents": ev}))
+        return findings_of(p)
+
+    r = trace(400, 228, "cold.json")
+    assert r["cold_first_step"].evidence["ratio"] == 4.0
+    assert r["annotation_gap"].evidence["gaps_us"]["ProfilerStep#2"] == 228
+    r = trace(105, 5, "warm.json")
+    assert "cold_first_step" not in r and "annotation_gap" not in r
+
+
+def test_rule_many_calls_and_metadata_ops(tmp_path):
+    ev = [X("ProfilerStep#1", 0, 100000, cat="user_annotation")]
+    ev += [X("aten::add_", 10 + 10 * i, 5) for i in range(500)]
+    ev += [X("aten::t", 6000, 2), X("aten::transpose", 6000.5, 1)]
+    p = tmp_path / "many.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    r = findings_of(p)
+    assert r["many_calls"].evidence["calls"] == 500
+    assert set(r["metadata_only_ops"].evidence["ops"]) == {"aten::t", "aten::transpose"}
+    ev = [X("ProfilerStep#1", 0, 100000, cat="user_annotation"), X("aten::add_", 10, 5)]
+    p.write_text(json.dumps({"traceEvents": ev}))
+    r = findings_of(p)
+    assert "many_calls" not in r and "metadata_only_ops" not in r
+
+
+def test_old_format_and_float_ts(tmp_path):
+    """Old categories (Operator/Runtime/Kernel), string tids, float timestamps, B/E pairs."""
+    ev = [X("ProfilerStep#7", 1.5, 500.25, cat="Operator", tid="55"),
+          X("aten::mm", 10.125, 100.0, cat="Operator", tid="55"),
+          X("cudaLaunchKernel", 20.5, 5.0, cat="Runtime", tid="55", correlation=9),
+          X("volta_sgemm_128x64_nn", 30.0, 50.5, cat="Kernel", pid=0, tid="stream 7", correlation=9),
+          {"ph": "B", "name": "aten::add", "cat": "cpu_op", "pid": 100, "tid": "55", "ts": 200.0},
+          {"ph": "E", "pid": 100, "tid": "55", "ts": 220.0}]
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    m, f = analyze(p)
+    assert [s.number for s in m.steps] == [7]
+    assert m.numbers["gpu"]["launches_correlated"] == 1
+    assert m.numbers["gpu"]["busy_us"] == 50.5
+    assert any(o["name"] == "aten::add" and o["cpu_total_us"] == 20 for o in m.ops)
+    assert m.ops[[o["name"] for o in m.ops].index("aten::mm")]["self_device_us"] == 50.5
+
+
+# ----------------------------------------------------------------------------- the benchmark's input builder
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "bench_report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@needs_traces
+def test_repeat_trace_builder(tmp_path):
+    bench = _bench()
+    src = HTA / "mi250_rocm_minitoy.json.gz"
+    m0, f0 = analyze(src)
+    m1, f1 = analyze(bench.repeat_trace(src, 1, tmp_path / "x1.json"))
+    assert m1.numbers["gpu"] == m0.numbers["gpu"]
+    assert [k["total_us"] for k in m1.kernels] == [k["total_us"] for k in m0.kernels]
+    assert [s.number for s in m1.steps] == [s.number for s in m0.steps]
+    assert sorted(f.rule for f in f1) == sorted(f.rule for f in f0)
+    m3, _ = analyze(bench.repeat_trace(src, 3, tmp_path / "x3.json"))
+    assert [s.number for s in m3.steps] == [1, 2, 3, 4, 5, 6]
+    assert m3.numbers["gpu"]["kernels"] == 3 * m0.numbers["gpu"]["kernels"]
+    assert m3.numbers["gpu"]["launches_correlated"] == 3 * m0.numbers["gpu"]["launches_correlated"]
+    assert abs(m3.numbers["gpu"]["busy_us"] - 3 * m0.numbers["gpu"]["busy_us"]) < 0.01
+
+
+@needs_traces
+def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
+    """Big plain-JSON files are decoded in two halves by two processes: same report as one process."""
+    from common.report import load as L
+    from common.report.render import to_json
+
+    src = tmp_path / "ddp.json"
+    src.write_bytes(gzip.decompress((HTA / "mi250_rocm_minitoy.json.gz").read_bytes()))
+    monkeypatch.setattr(L, "SPLIT_MIN", 1)
+    monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
+    seen = []
+    real_split = L._load_split
+    monkeypatch.setattr(L, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
+    split = to_json(*analyze(src, parallel=True))
+    assert seen and seen[0] is not None  # the split path ran
+    monkeypatch.setenv("REPORT_ONE_PROCESS", "1")
+    one = to_json(*analyze(src, parallel=True))
+    assert split == one
+    # a compact file has no whitespace between events: no split point, one process
+    monkeypatch.delenv("REPORT_ONE_PROCESS")
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(json.loads(src.read_text()), separators=(",", ":")))
+    seen.clear()
+    assert to_json(*analyze(compact, parallel=True))["gpu"] == one["gpu"]
+    assert seen == [None]
+
+
+def _mmap_always(L):
+    import mmap
+
+    def read_bytes(path):
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), Path(path).stat().st_size
+    return read_bytes
