@@ -611,14 +611,22 @@ def addmm_vs_mm_add(m: Model):
             pairs = int((same & is_add & prev_mm).sum())
     if not addmm and not pairs:
         return None
+    # On the CPU the bias seed copy is visible as an aten::copy_ inside aten::addmm: the analogue
+    # of the GPU's Memcpy DtoD before the GEMM (hidden_dtod_copy).
+    seed_copies = 0 if m.has_gpu else _children_names(m, "aten::addmm").get("aten::copy_", 0)
     parts = []
     if addmm:
         parts.append(f"aten::addmm {addmm:,}x: bias add fused at the dispatcher (one GEMM, bias in the epilogue)")
+    if seed_copies:
+        parts.append(f"each addmm first copies the bias into its output (aten::copy_ inside aten::addmm "
+                     f"{seed_copies:,}x, the CPU analogue of the GPU's Memcpy DtoD)")
     if pairs:
-        parts.append(f"aten::mm/matmul followed by aten::add {pairs:,}x: two ops, two kernels")
+        two = "two ops, two kernels" if m.has_gpu else "two ops (two kernels on a GPU)"
+        parts.append(f"aten::mm/matmul followed by aten::add {pairs:,}x: {two}")
     hint = ("nn.Linear / torch.addmm / torch.compile fold the add into the GEMM's epilogue" if pairs else
             "the GEMM kernel is the same as mm's; on CUDA the bias is first copied into the output (Memcpy DtoD)")
-    return Finding("addmm_vs_mm_add", "; ".join(parts), hint, dict(addmm=addmm, mm_add_pairs=pairs))
+    return Finding("addmm_vs_mm_add", "; ".join(parts), hint,
+                   dict(addmm=addmm, mm_add_pairs=pairs, bias_seed_copies=seed_copies))
 
 
 # ----------------------------------------------------------------------------- torch.compile
