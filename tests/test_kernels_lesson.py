@@ -1,0 +1,49 @@
+"""03_kernels_mlp.py's loaders, without a GPU: no Hub access and no liger-kernel both end in one clear line.
+
+The lesson itself needs CUDA (tests/gpu); these check the two ways it can fail before that point.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+SNIPPET = """
+import importlib.util, sys
+from common.errors import BadInput
+spec = importlib.util.spec_from_file_location("kernels_lesson", "03_kernels_mlp.py")
+lesson = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lesson)
+try:
+    cls = lesson.load_liger_geglu_mlp(sys.argv[1])
+except BadInput as exc:
+    print(exc)
+    sys.exit(2)
+print("loaded", cls.__name__)
+"""
+
+
+def load(source: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SNIPPET, source], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_hub_unreachable_suggests_pip_source(tmp_path):
+    # HF_HUB_OFFLINE: the Hub is unreachable and nothing is cached (an empty HF_HOME)
+    proc = load("hub", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "kernels-community/liger-kernels" in proc.stdout and "use --source pip" in proc.stdout
+
+
+def test_pip_source_without_liger_says_how_to_install():
+    proc = load("pip")
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError:
+        assert proc.returncode == 2
+        assert "uv run --extra liger" in proc.stdout
+    else:
+        assert proc.returncode == 0 and "loaded LigerGEGLUMLP" in proc.stdout
