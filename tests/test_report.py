@@ -324,6 +324,7 @@ def bad_files(tmp_path_factory):
         "a_list": d / "list.json",
         "empty": d / "empty.json",
         "fake_gz": d / "fake.json.gz",
+        "big_fake_gz": d / "big.json.gz",  # over 1 MiB: read through mmap, same check
     }
     files["not_json"].write_text("this is not json {")
     files["truncated_gzip"].write_bytes(gzip.compress(good * 50)[:40])
@@ -331,12 +332,14 @@ def bad_files(tmp_path_factory):
     files["a_list"].write_text("[1, 2, 3]")
     files["empty"].write_text("")
     files["fake_gz"].write_text("{}")
+    files["big_fake_gz"].write_bytes(good * (2 * 2**20 // len(good)))
     return files
 
 
 @pytest.mark.parametrize("case, words", [
     ("missing", "no such file"), ("not_json", "not JSON"), ("truncated_gzip", "gzip"),
     ("no_trace_events", "no traceEvents"), ("a_list", "not a trace"), ("empty", "empty"), ("fake_gz", "gzip"),
+    ("big_fake_gz", "gzip"),
 ])
 def test_bad_input_one_line_exit_2(bad_files, case, words):
     p = run_cli(bad_files[case])
@@ -347,8 +350,28 @@ def test_bad_input_one_line_exit_2(bad_files, case, words):
 
 
 def test_bad_usage_exit_2():
-    p = run_cli()
-    assert p.returncode == 2
+    for args in ((), ("--top", "0", "x.json"), ("--top", "many", "x.json")):
+        p = run_cli(*args)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+
+
+def test_odd_but_readable_input(tmp_path):
+    """Invalid UTF-8 in a name is read (U+FFFD); negative durations count as zero; numSms 0 divides nothing."""
+    p = tmp_path / "odd.json"
+    p.write_bytes(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::\xff", "ts": 1, "dur": 4, '
+                  b'"pid": 1, "tid": 1}]}')
+    r = run_cli(p, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ops"][0]["name"] == "aten::\ufffd"
+    ev = [X("ProfilerStep#1", 0, 100, cat="user_annotation"), X("k", 10, -3, cat="kernel", pid=0, tid=7, grid=[2, 1, 1]),
+          X("k", 20, 5, cat="kernel", pid=0, tid=7, grid=[2, 1, 1])]
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "numSms": 0}]}))
+    r = run_cli(p, "--json")
+    assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr
+    j = json.loads(r.stdout)
+    assert j["gpu"]["busy_us"] == 5 and j["device"]["self_device_total_us"] == 5 and j["kernels"][0]["min_us"] == 0
+    assert j["efficiency"]["est_sm_efficiency_pct"] is None  # no SM count: no estimate (not blocks / 0)
 
 
 # ----------------------------------------------------------------------------- synthetic GPU traces
@@ -594,6 +617,32 @@ def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
     seen.clear()
     assert to_json(*analyze(compact, parallel=True))["gpu"] == one["gpu"]
     assert seen == [None]
+
+
+@pytest.mark.parametrize("straddle", [False, True])
+def test_two_process_load_with_begin_end_pairs(tmp_path, monkeypatch, straddle):
+    """B/E pairs wholly in the second half pair up in the child; a pair split between the halves
+    (its B in the first half) makes the load fall back to one process. Either way: the one-process report."""
+    from common.report import load as L
+    from common.report.render import to_json
+
+    ev = [X("ProfilerStep#1", 0, 10_000, cat="user_annotation")]
+    ev += [X("aten::mm", 10 + 10 * i, 5) for i in range(200)]
+    be = [{"ph": "B", "name": "aten::add", "cat": "cpu_op", "pid": 100, "tid": 100, "ts": 5000.0},
+          {"ph": "E", "pid": 100, "tid": 100, "ts": 5040.0}]
+    ev = (be[:1] + ev + be[1:]) if straddle else (ev + be)
+    src = tmp_path / "be.json"
+    src.write_text(json.dumps({"traceEvents": ev}, indent=1))
+    monkeypatch.setattr(L, "SPLIT_MIN", 1)
+    monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
+    seen = []
+    real_split = L._load_split
+    monkeypatch.setattr(L, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
+    split = to_json(*analyze(src, parallel=True))
+    assert len(seen) == 1 and (seen[0] is None) == straddle
+    assert {o["name"]: o["cpu_total_us"] for o in split["ops"]}["aten::add"] == 40
+    monkeypatch.setenv("REPORT_ONE_PROCESS", "1")
+    assert split == to_json(*analyze(src, parallel=True))
 
 
 def _mmap_always(L):

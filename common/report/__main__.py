@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from common.errors import exit_on_bad_input, fail
+from common.errors import CommandParser, exit_on_bad_input, fail
 
 EPILOG = """\
 examples:
@@ -22,7 +22,7 @@ The keys are documented in common/report/render.py.
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="python -m common.report",
         description="Read Kineto/Chrome traces (.json or .json.gz) and print the patterns the "
                     "'Profiling in PyTorch' posts teach to recognise, with the evidence.",

@@ -59,6 +59,9 @@ class X(Struct, tag_field="ph", tag="X", gc=False):
     args: Optional[Args] = None
 
 
+# Set by B.__post_init__ while a decode runs: whether any "B" event was decoded, so that the common
+# case (no B/E pairs) skips a second pass over millions of events. Cleared before each decode and
+# read right after it; module state, so one decode at a time (not thread-safe).
 _SEEN_B = []
 
 
@@ -153,6 +156,8 @@ def read_bytes(path: str | os.PathLike):
         with open(p, "rb") as f:
             head = f.read(2)
             size = os.fstat(f.fileno()).st_size
+            if head != b"\x1f\x8b" and str(p).endswith(".gz"):
+                fail(f"{p}: named .gz but not gzip-compressed")
             if head != b"\x1f\x8b" and size > (1 << 20):
                 # a plain JSON file: map it instead of copying it (the decoder reads it in place)
                 return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), size
@@ -160,15 +165,13 @@ def read_bytes(path: str | os.PathLike):
             data = f.read()
     except OSError as exc:
         fail(f"{p}: cannot read it ({exc.strerror or exc})")
-    except ValueError:  # mmap of an empty file
+    except ValueError:  # mmap of a file emptied since the fstat above
         data = b""
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
             fail(f"{p}: not a valid gzip file, truncated or corrupt ({exc})")
-    elif str(p).endswith(".gz"):
-        fail(f"{p}: named .gz but not gzip-compressed")
     return data, size
 
 
@@ -205,11 +208,15 @@ def load(path: str | os.PathLike, graveyard: Optional[list] = None, extract=None
             meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
             del trace
         except msgspec.ValidationError:
+            _SEEN_B.clear()
             events, meta, n_events = _lenient(data, path)
         except msgspec.DecodeError as exc:
             fail(f"{path}: not JSON ({exc})")
+        except UnicodeDecodeError:  # a string that is not UTF-8: read it with U+FFFD in its place
+            _SEEN_B.clear()
+            events, meta, n_events = _lenient(bytes(data).decode("utf-8", "replace").encode(), path)
         del data
-        xs = _complete_events(events)
+        xs = _complete_events(events, bool(_SEEN_B))
         if graveyard is not None:
             graveyard.append(events)
         del events
@@ -254,7 +261,7 @@ def _find_split(mm) -> Optional[tuple[int, int]]:
                 try:
                     msgspec.json.decode(tail)
                     return comma, pos
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, UnicodeDecodeError):
                     pass
     return None
 
@@ -267,18 +274,25 @@ def _load_split(mm, extract, graveyard):
     if found is None:
         return None
     comma, end = found
-    path_fd = mm  # a private copy-on-write mapping: each process edits its own pages in place
+    # mm is a private copy-on-write mapping: each process edits its own pages in place
     r, w = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory or processes left for a fork: one process
+        os.close(r)
+        os.close(w)
+        return None
     if pid == 0:  # the child: the second half, as a list
         os.close(r)
         code = 1
         try:
-            path_fd[comma] = ord("[")
+            mm[comma] = ord("[")
             _SEEN_B.clear()
-            events = _EVENTS_LIST.decode(memoryview(path_fd)[comma:end + 1])
-            xs = _complete_events(events)
-            payload = pickle.dumps((extract(xs), len(events), bool(_SEEN_B)), protocol=pickle.HIGHEST_PROTOCOL)
+            events = _EVENTS_LIST.decode(memoryview(mm)[comma:end + 1])
+            # B/E pairs that lie wholly in this half pair up here; a pair split between the halves
+            # has its B in the first half, which the parent checks (and then falls back)
+            xs = _complete_events(events, bool(_SEEN_B))
+            payload = pickle.dumps((extract(xs), len(events)), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(w, "wb") as f:
                 f.write(payload)
             code = 0
@@ -287,20 +301,20 @@ def _load_split(mm, extract, graveyard):
         os._exit(code)
     os.close(w)
     try:
-        saved = bytes(path_fd[comma:comma + 2])
-        path_fd[comma:comma + 2] = b"]}"
+        saved = bytes(mm[comma:comma + 2])
+        mm[comma:comma + 2] = b"]}"
         try:
             _SEEN_B.clear()
-            trace = _DECODER.decode(memoryview(path_fd)[:comma + 2])
+            trace = _DECODER.decode(memoryview(mm)[:comma + 2])
             ok = not _SEEN_B
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, UnicodeDecodeError):
             ok = False
-        path_fd[comma:comma + 2] = saved
+        mm[comma:comma + 2] = saved
         if ok:
             events = trace.traceEvents
             meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
             del trace
-            xs = _complete_events(events)
+            xs = _complete_events(events, False)
             cols_a = extract(xs)
             n_a = len(events)
             if graveyard is not None:
@@ -318,9 +332,7 @@ def _load_split(mm, extract, graveyard):
         raise
     if not ok or status != 0 or not payload:
         return None
-    cols_b, n_b, saw_b = pickle.loads(payload)
-    if saw_b:
-        return None
+    cols_b, n_b = pickle.loads(payload)
     from common.report.model import merge
 
     # the tail keys after traceEvents (e.g. traceName) are in the second half
@@ -329,16 +341,16 @@ def _load_split(mm, extract, graveyard):
         try:
             extra = msgspec.json.decode(b"{" + tail[1:])
             meta.update({k: extra[k] for k in META_KEYS if extra.get(k) is not None and k not in meta})
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             pass
     return merge(cols_a, cols_b), meta, n_a + n_b
 
 
-def _complete_events(events: list) -> list:
-    """Complete events only; ``B``/``E`` pairs (per thread, a stack) become complete events."""
+def _complete_events(events: list, has_b: bool) -> list:
+    """Complete events only; with ``has_b`` (the decode saw a ``B``), ``B``/``E`` pairs (per
+    thread, a stack) become complete events too."""
     xs = [e for e in events if e.__class__ is X]
-    if _SEEN_B:
-        _SEEN_B.clear()
+    if has_b:
         stacks: dict = {}
         for e in events:
             cls = e.__class__
@@ -356,7 +368,7 @@ def _lenient(data: bytes, path) -> tuple[list, dict, int]:
     """The slow path for traces whose fields have unexpected types: decode generically, convert."""
     try:
         doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         fail(f"{path}: not JSON ({exc})")
     if not isinstance(doc, dict):
         fail(f"{path}: not a trace (the JSON is a {type(doc).__name__}, not an object with traceEvents)")

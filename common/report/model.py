@@ -386,6 +386,7 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     loaded.columns = None
     _tick("columns")
     group, a_ts, a_dur, a_name, names = cols["group"], cols["ts"], cols["dur"], cols["name"], cols["names"]
+    a_dur = np.maximum(a_dur, 0.0)  # a negative duration (clock trouble) counts as zero, not as negative time
     cpu_sel = np.flatnonzero(group <= G_PYTHON)
     kind_of_group = np.array([OP, ANNOTATION, RUNTIME, PYTHON], dtype=np.int8)
     c_kind = kind_of_group[group[cpu_sel]]
@@ -759,7 +760,8 @@ def _kernel_table(m: Model, nums: dict) -> None:
     occ = dev["occ"][sel]
     sms = np.full(sel.size, np.nan)
     if m.devices:
-        sm_of = {d: p.get("numSms") for d, p in m.devices.items() if isinstance(p.get("numSms"), (int, float))}
+        sm_of = {d: p.get("numSms") for d, p in m.devices.items()
+                 if isinstance(p.get("numSms"), (int, float)) and p.get("numSms") > 0}
         if sm_of:
             default = next(iter(sm_of.values()))
             devs = dev["device"][sel]

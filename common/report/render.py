@@ -123,7 +123,10 @@ def header_lines(m: Model) -> list[str]:
     gpus = used_gpus(m)
     if gpus:
         g = gpus[0]
-        extra = f" ({g['num_sms']} SMs, sm_{g['compute_capability'].replace('.', '')})" if g.get("num_sms") and g.get("compute_capability") else ""
+        amd = any(w in str(g.get("name")) for w in ("AMD", "Radeon", "Instinct"))  # computeMajor 9 is gfx9, not sm_90
+        extra = (f" ({g['num_sms']} CUs)" if amd and g.get("num_sms") else
+                 f" ({g['num_sms']} SMs, sm_{g['compute_capability'].replace('.', '')})"
+                 if g.get("num_sms") and g.get("compute_capability") else "")
         lines.append(f"device: {g['name']}{extra}" + (f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""))
     elif not m.has_gpu:
         lines.append("device: none (no device lane: CPU-only trace)")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from common.report import names as N
-from common.report.model import (KERNEL, MEMCPY, OCCUPANCY_PREFIXES, OP, RUNTIME, SYNC_NAMES,
+from common.report.model import (KERNEL, MEMCPY, OCCUPANCY_PREFIXES, OP, RUNTIME, STEP_RE, SYNC_NAMES,
                                  Model)
 
 
@@ -108,6 +108,11 @@ def large_trace(m: Model):
 # ----------------------------------------------------------------------------- profiler table
 
 
+def _ops(m: Model) -> list:
+    """The op rows (by CPU total), without ProfilerStep#N (an op, not an annotation, in old traces)."""
+    return [o for o in m.ops if o["kind"] == "op" and not STEP_RE.match(o["name"])]
+
+
 @rule
 def overhead_bound(m: Model):
     """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. The CPU
@@ -162,7 +167,7 @@ def hotspot_kernel(m: Model):
 @rule
 def hotspot_op(m: Model):
     """One op dominates the device (or, on a CPU trace, the CPU) time: the op-level hotspot."""
-    ops = [o for o in m.ops if o["kind"] == "op"]
+    ops = _ops(m)
     if not ops:
         return None
     if m.has_gpu:
@@ -178,8 +183,8 @@ def hotspot_op(m: Model):
                             calls=top["calls"]))
     total = sum(o["self_cpu_us"] for o in ops)
     top = max(ops, key=lambda o: o["self_cpu_us"])
-    if total <= 0 or top["self_cpu_us"] < 0.25 * total:
-        return None
+    if total <= 0 or top["self_cpu_us"] < 0.25 * total or top["self_cpu_us"] < 0.05 * m.window_us:
+        return None  # (a few µs of ops in a long window, e.g. a trace of annotations, is no hotspot)
     share = 100 * top["self_cpu_us"] / total
     return Finding("hotspot_op", f"hotspot op: {top['name']} takes {share:.1f}% of the ops' self CPU time "
                    f"({us(top['self_cpu_us'])} in {top['calls']:,} calls)",
@@ -191,7 +196,7 @@ def hotspot_op(m: Model):
 def many_calls(m: Model):
     """One event has a huge # of Calls: a potential bottleneck even if each call is cheap. Check
     whether it can be fused or batched."""
-    ops = [o for o in m.ops if o["kind"] == "op"]
+    ops = _ops(m)
     if not ops:
         return None
     top = max(ops, key=lambda o: o["calls"])
@@ -210,7 +215,7 @@ def many_calls(m: Model):
 def children_heavy(m: Model):
     """CPU total ≫ Self CPU for a row: most of the cost lives in children. Drill into the nested
     events, not the parent."""
-    ops = [o for o in m.ops if o["kind"] == "op" and o["cpu_total_us"] > 0]
+    ops = [o for o in _ops(m) if o["cpu_total_us"] > 0]
     if not ops:
         return None
     top = ops[0]  # the ops are sorted by CPU total
@@ -684,11 +689,11 @@ def recompiles(m: Model):
     frames = sorted({a for a, _ in regions})
     if len(info["hashes"]) <= 1 and len(regions) <= 1:
         return None
+    why = (["recompiles " + ", ".join(recompiled)] if recompiled else []) + (
+        [f"{len(frames)} frames (graph breaks)"] if len(frames) > 1 else [])
     return Finding("recompiles", f"{len(info['hashes'])} CompiledFxGraph hashes and {len(regions)} compiled regions "
                    f"({', '.join(n.split(': ')[1] for n in info['regions']) or '-'}): "
-                   + ("recompiles " + ", ".join(recompiled) if recompiled else "")
-                   + (" " if recompiled and len(frames) > 1 else "")
-                   + (f"{len(frames)} frames (graph breaks)" if len(frames) > 1 else ""),
+                   + (" ".join(why) or "several compiled graphs"),
                    "TORCH_LOGS=recompiles,graph_breaks says why; mark dynamic dims or fix the shapes",
                    dict(hashes=list(info["hashes"]), regions=list(info["regions"]), recompiled=recompiled),
                    level="warn")
