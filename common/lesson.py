@@ -192,14 +192,10 @@ class Lesson:
                 "(or drag the file into https://ui.perfetto.dev)")
         c.print(f"share a link: [cyan]uv run -m common.share {self.trace_path.parent} -b BUCKET[/] (trace-util)")
         if not self.args.no_report:
-            try:
-                from common.report import print_short_report
+            from common.report import print_short_report  # prints one line if it cannot read the trace
 
-                c.rule("what the trace says")
-                print_short_report(self.trace_path, console=c)
-            except BadInput as exc:  # the trace is written; a report that cannot read it is not fatal
-                c.print(f"[yellow]report skipped:[/] {exc}")
-            c.print(f"full report: [cyan]uv run -m common.report {self.trace_path}[/]")
+            c.rule("what the trace says")
+            print_short_report(self.trace_path, console=c)
         if self.args.share:
             from common.share import share
 

@@ -35,6 +35,8 @@ def test_scripts_end_with_the_short_report(runs):
 def test_cpu_matmul_add_report(runs):
     r = report_json(trace(runs["01_default"]))
     assert r["gpu"]["busy_us"] is None and r["gpu"]["span_us"] is None and r["gpu"]["idle_pct"] is None
+    assert r["device"]["self_device_total_us"] is None and r["device"]["device_to_cpu_ratio"] is None
+    assert r["cpu"]["self_cpu_total_us"] > 0
     assert [s["name"] for s in r["steps"]] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     f = findings(r)
     assert "no_device_lane" in f
@@ -87,3 +89,18 @@ def test_compare_eager_and_compiled_linear(runs):
 def test_gzipped_trace_reads_the_same(runs):
     r = report_json(trace(runs["01_gzip"]))
     assert [s["name"] for s in r["steps"]] == [f"ProfilerStep#{i}" for i in range(4)]
+
+
+def test_json_never_overwrites_a_trace(runs, tmp_path):
+    """`report A.json --json B.json` (two traces meant) refuses, and B is left as it was."""
+    a, b = trace(runs["01_default"]), trace(runs["02_eager"])
+    before = b.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "common.report", str(a), "--json", str(b)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --json") and "is a trace" in proc.stderr
+    assert b.read_bytes() == before
+    out = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "common.report", str(a), "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(out.read_text())["schema"] == "common.report/1"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary file left

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from common.errors import CommandParser, exit_on_bad_input, fail
+from common.paths import atomic_path
 
 EPILOG = """\
 examples:
@@ -43,6 +45,25 @@ def parse_args(argv):
     return args
 
 
+def _looks_like_a_trace(path: str) -> bool:
+    """True for a gzip file or a JSON file with ``traceEvents`` near its start."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head
+
+
+def _check_json_dest(args) -> None:
+    """``report A.json --json B.json`` (meant: two traces) must not overwrite trace B with a report."""
+    dest = args.json
+    if dest in (None, "-"):
+        return
+    if dest in (args.traces or []) + (args.compare or []) or _looks_like_a_trace(dest):
+        fail(f"--json {dest}: that file is a trace; name a new file for the JSON (or --json alone for stdout)")
+
+
 def _write_json(obj, dest: str) -> None:
     import msgspec
 
@@ -51,22 +72,17 @@ def _write_json(obj, dest: str) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    tmp = f"{dest}.tmp{os.getpid()}"
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, dest)
+        with atomic_path(Path(dest)) as tmp:
+            tmp.write_bytes(data)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         fail(f"{dest}: cannot write the JSON ({exc.strerror or exc})")
 
 
 @exit_on_bad_input
 def run(argv=None, graveyard=None) -> int:
     args = parse_args(argv)
+    _check_json_dest(args)
     from common.report import analyze
 
     if args.compare:
@@ -109,7 +125,11 @@ def run(argv=None, graveyard=None) -> int:
 def main(argv=None) -> int:
     """Run the command; big decoded traces are not freed object by object before exit."""
     graveyard: list = []
-    code = run(argv, graveyard)
+    try:
+        code = run(argv, graveyard)
+    except BrokenPipeError:  # `... --json | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     if graveyard and argv is None:  # a real command-line run: skip the teardown of millions of objects
         sys.stdout.flush()
         sys.stderr.flush()

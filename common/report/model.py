@@ -404,7 +404,7 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     bound = np.flatnonzero(group != G_TRACE)  # everything but the profiler's own span bounds the window
     del cols
 
-    _tick('# --- steps and the window')
+    _tick("steps")
     # --- steps and the window
     step_list = []
     seen = set()
@@ -441,7 +441,7 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     gpu_annotations = [(n, ts - t0, dur) for n, ts, dur in gpu_ann_evs]
     overheads = [(n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in overhead_evs]
 
-    _tick('# --- the CPU call tree, per thread, fro')
+    _tick("call tree")
     # --- the CPU call tree, per thread, from timestamps
     order = np.lexsort((-c_dur, c_ts, c_thread))
     c_kind, c_ts, c_dur, c_name, c_thread, c_corr = (a[order] for a in (c_kind, c_ts, c_dur, c_name, c_thread, c_corr))
@@ -464,7 +464,7 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
             cur[todo] = parent[cur[todo]]
         return cur
 
-    _tick('# --- kernel <-> launch correlation')
+    _tick("correlation")
     # --- kernel <-> launch correlation
     rt_idx = np.flatnonzero(c_kind == RUNTIME)
     d_launch = np.full(n_dev, -1, dtype=np.int64)
@@ -485,7 +485,7 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     d_end = d_ts + d_dur
     # a device event belongs to the step its launch is in (else the step its start is in)
     when = np.where(linked, c_ts[np.maximum(d_launch, 0)], d_ts) if n_cpu else d_ts
-    _tick('model = Model(')
+    _tick("model")
     model = Model(
         path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes, n_events=loaded.n_events,
         meta=loaded.meta, notes=notes, t0=t0, window=(0.0, float(t1 - t0)), window_source=window_source,
@@ -501,7 +501,7 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     model.enclosing = enclosing
     model.dev["step"] = model.step_of(when) if n_dev else np.empty(0, np.int64)
     model.cpu["step"] = model.step_of(c_ts)
-    _tick('_numbers(model)')
+    _tick("numbers")
     _numbers(model)
     _tick("end")
     return model
@@ -606,14 +606,19 @@ def _numbers(m: Model) -> None:
         events=int(cpu["n"]), ops=int((cpu["kind"] == OP).sum()), runtime_calls=int((cpu["kind"] == RUNTIME).sum()),
         threads=len(cpu["threads"]),
     )
-    dev_in = m.dev["step"] >= 0 if dev["n"] else np.zeros(0, bool)
-    nums["device"] = dict(
-        self_device_total_us=float(dev["dur"].sum()) if dev["n"] else 0.0,
-        self_device_in_steps_us=float(dev["dur"][dev_in].sum()) if dev["n"] else 0.0,
-        kernel_total_us=float(dev["dur"][dev["kind"] == KERNEL].sum()) if dev["n"] else 0.0,
-    )
-    sc = nums["cpu"]["self_cpu_total_us"]
-    nums["device"]["device_to_cpu_ratio"] = nums["device"]["self_device_total_us"] / sc if sc > 0 else None
+    # A CPU-only trace has no device time at all: null, not 0.
+    if dev["n"]:
+        dev_in = m.dev["step"] >= 0
+        nums["device"] = dict(
+            self_device_total_us=float(dev["dur"].sum()),
+            self_device_in_steps_us=float(dev["dur"][dev_in].sum()),
+            kernel_total_us=float(dev["dur"][dev["kind"] == KERNEL].sum()),
+        )
+        sc = nums["cpu"]["self_cpu_total_us"]
+        nums["device"]["device_to_cpu_ratio"] = nums["device"]["self_device_total_us"] / sc if sc > 0 else None
+    else:
+        nums["device"] = dict.fromkeys(
+            ("self_device_total_us", "self_device_in_steps_us", "kernel_total_us", "device_to_cpu_ratio"))
 
     # --- breakdown intervals by TensorBoard's priority
     k_sel, mc_sel, ms_sel = (dev["kind"] == KERNEL), (dev["kind"] == MEMCPY), (dev["kind"] == MEMSET)

@@ -16,7 +16,7 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 - ``cpu``: ``self_cpu_total_us`` (sum of self times of the CPU events in the window: the profiler
   table's "Self CPU time total"), ``events``, ``ops``, ``runtime_calls``, ``threads``
 - ``device``: ``self_device_total_us`` (sum of kernel/memcpy/memset durations: "Self CUDA time
-  total"), ``self_device_in_steps_us``, ``kernel_total_us``, ``device_to_cpu_ratio``
+  total"; null, like the other ``device`` keys, on a CPU-only trace), ``self_device_in_steps_us``, ``kernel_total_us``, ``device_to_cpu_ratio``
 - ``efficiency``: ``est_sm_efficiency_pct``, ``est_achieved_occupancy_pct``, ``mean_blocks_per_sm``
   (TensorBoard's, duration-weighted over kernels with launch arguments), ``tensor_core_pct``,
   ``kernels_with_launch_args``
@@ -127,7 +127,7 @@ def header_lines(m: Model) -> list[str]:
         extra = (f" ({g['num_sms']} CUs)" if amd and g.get("num_sms") else
                  f" ({g['num_sms']} SMs, sm_{g['compute_capability'].replace('.', '')})"
                  if g.get("num_sms") and g.get("compute_capability") else "")
-        lines.append(f"device: {g['name']}{extra}" + (f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""))
+        lines.append(f"device: {g['name'] or 'unnamed GPU ' + str(g['id'])}{extra}" + (f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""))
     elif not m.has_gpu:
         lines.append("device: none (no device lane: CPU-only trace)")
     vs = [f"{k.replace('_version', '').replace('_', ' ')} {_version(k, v)}" for k, v in meta["versions"].items()
@@ -152,8 +152,11 @@ def headline_lines(m: Model) -> list[str]:
     if m.has_gpu:
         out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({us(g['busy_in_window_us'])}); "
                    f"HTA: busy {us(g['busy_us'])} of a {us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
-    out.append(f"Self CPU {us(c['self_cpu_total_us'])} vs self device {us(d['self_device_total_us'])}"
-               + (f" (device/CPU {d['device_to_cpu_ratio']:.3f})" if m.has_gpu and d["device_to_cpu_ratio"] is not None else ""))
+    if d["self_device_total_us"] is None:
+        out.append(f"Self CPU {us(c['self_cpu_total_us'])}; no device time (CPU-only trace)")
+    else:
+        out.append(f"Self CPU {us(c['self_cpu_total_us'])} vs self device {us(d['self_device_total_us'])}"
+                   + (f" (device/CPU {d['device_to_cpu_ratio']:.3f})" if d["device_to_cpu_ratio"] is not None else ""))
     e = m.numbers["efficiency"]
     if e["est_sm_efficiency_pct"] is not None:
         occ = f"{e['est_achieved_occupancy_pct']:.1f}%" if e["est_achieved_occupancy_pct"] is not None else "n/a"
@@ -258,8 +261,8 @@ def render_short(m: Model, findings: list[Finding], console) -> None:
         steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {us(r['wall_us'])}" for r in m.step_rows[:8])
         console.print(f"  step wall times: {steps}")
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
-    for f in shown[:14]:  # one line each: the full report has the hints
-        console.print("  • " + _finding_line(f, hint=False), no_wrap=True, overflow="ellipsis")
+    for f in shown[:14]:  # the evidence, without the hints: the full report has those
+        console.print("  • " + _finding_line(f, hint=False))
     if shown:
         console.print(f"  [dim]full report with what to try: uv run -m common.report {escape(m.path)}[/]",
-                      no_wrap=True, overflow="ellipsis")
+                      soft_wrap=True)

@@ -639,7 +639,7 @@ def addmm_vs_mm_add(m: Model):
 _REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 _FXGRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
 COMPILE_FRAMES = ("TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "CompiledFunction",
-                  "Pregraph bytecode", "## Call CompiledFxGraph")
+                  "Pregraph bytecode")
 
 
 def _compile_info(m: Model) -> dict | None:
