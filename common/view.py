@@ -17,6 +17,7 @@ import getpass
 import http.server
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -292,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         fail("name a trace to open (or --list to see them)")
     if not 0 < args.port < 65536:
         fail(f"--port {args.port} is not a port number")
+    # Ctrl-C stops the server even when started from a shell that ignores SIGINT (a background job)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return serve(args.trace, args.port, browser=not args.no_browser, timeout=args.timeout,
                  origins=tuple(args.allow_origin))
 
