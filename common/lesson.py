@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import os
 import platform
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +20,14 @@ from typing import Callable, Iterator, Sequence
 from rich.console import Console
 
 from common.errors import BadInput, CommandParser, fail
-from common.paths import COMPILE_MODES, atomic_path, make_tag, mode_label, table_file, trace_file
+from common.paths import COMPILE_MODES, DTYPES as DTYPE_NAMES, atomic_path, make_tag, mode_label, table_file, trace_file
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before any profiling).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 import torch  # noqa: E402  (after the environment above)
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPES = dict(zip(DTYPE_NAMES, (torch.bfloat16, torch.float16, torch.float32)))  # bf16, fp16, fp32
 # How far a compiled (or hand-tuned) output may stray from eager, relative to the output's scale.
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
 WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the posts)
@@ -244,16 +245,15 @@ def _check_compiler() -> None:
     """Inductor on the CPU builds C++: make sure a compiler is there before compiling."""
     from torch._inductor import cpp_builder
 
+    what = "--compile on the CPU needs a C++ compiler"
+    todo = "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile"
     try:
         compiler = cpp_builder.get_cpp_compiler()
     except Exception as exc:  # Inductor raises its own error types here
-        fail(f"--compile on the CPU needs a C++ compiler, and none was found ({exc}). "
-             "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile")
-    import shutil
-
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        fail(f"{what}, and none was found ({reason}). {todo}")
     if not shutil.which(compiler):
-        fail(f"--compile on the CPU needs a C++ compiler, and {compiler!r} was not found. "
-             "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile")
+        fail(f"{what}, and {compiler!r} was not found. {todo}")
 
 
 def _check_trace_dir(trace_dir: Path) -> None:
