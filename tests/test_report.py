@@ -595,16 +595,11 @@ def test_repeat_trace_builder(tmp_path):
 @needs_traces
 def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
     """Big plain-JSON files are decoded in two halves by two processes: same report as one process."""
-    from common.report import load as L
     from common.report.render import to_json
 
     src = tmp_path / "ddp.json"
     src.write_bytes(gzip.decompress((HTA / "mi250_rocm_minitoy.json.gz").read_bytes()))
-    monkeypatch.setattr(L, "SPLIT_MIN", 1)
-    monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
-    seen = []
-    real_split = L._load_split
-    monkeypatch.setattr(L, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
+    seen = _force_split(monkeypatch)
     split = to_json(*analyze(src, parallel=True))
     assert seen and seen[0] is not None  # the split path ran
     monkeypatch.setenv("REPORT_ONE_PROCESS", "1")
@@ -623,7 +618,6 @@ def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
 def test_two_process_load_with_begin_end_pairs(tmp_path, monkeypatch, straddle):
     """B/E pairs wholly in the second half pair up in the child; a pair split between the halves
     (its B in the first half) makes the load fall back to one process. Either way: the one-process report."""
-    from common.report import load as L
     from common.report.render import to_json
 
     ev = [X("ProfilerStep#1", 0, 10_000, cat="user_annotation")]
@@ -633,16 +627,25 @@ def test_two_process_load_with_begin_end_pairs(tmp_path, monkeypatch, straddle):
     ev = (be[:1] + ev + be[1:]) if straddle else (ev + be)
     src = tmp_path / "be.json"
     src.write_text(json.dumps({"traceEvents": ev}, indent=1))
-    monkeypatch.setattr(L, "SPLIT_MIN", 1)
-    monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
-    seen = []
-    real_split = L._load_split
-    monkeypatch.setattr(L, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
+    seen = _force_split(monkeypatch)
     split = to_json(*analyze(src, parallel=True))
     assert len(seen) == 1 and (seen[0] is None) == straddle
     assert {o["name"]: o["cpu_total_us"] for o in split["ops"]}["aten::add"] == 40
     monkeypatch.setenv("REPORT_ONE_PROCESS", "1")
     assert split == to_json(*analyze(src, parallel=True))
+
+
+def _force_split(monkeypatch) -> list:
+    """Make even a small plain .json take the two-process load; return the list that records each
+    split attempt's result (None when the load fell back to one process)."""
+    from common.report import load as L
+
+    monkeypatch.setattr(L, "SPLIT_MIN", 1)
+    monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
+    seen = []
+    real_split = L._load_split
+    monkeypatch.setattr(L, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
+    return seen
 
 
 def _mmap_always(L):
