@@ -42,7 +42,14 @@ def test_cpu_matmul_add_report(runs):
     assert "no_device_lane" in f
     assert f["addmm_vs_mm_add"]["evidence"]["mm_add_pairs"] == 3 and f["addmm_vs_mm_add"]["evidence"]["addmm"] == 0
     assert f["matmul_dispatch"]["evidence"]["mm"] == 3 and f["matmul_dispatch"]["evidence"]["bmm"] == 0
-    assert "annotation_gap" in f and "matmul_add" in f["annotation_gap"]["message"]
+    # P1.6 on the CPU: the record_function -> first op gap is measured in every step; whether step #2's
+    # gap is big enough for the annotation_gap finding depends on this machine's timing (the rule is
+    # tested both ways on synthetic traces in test_report.py), so only its subject is pinned here.
+    for step in r["steps"]:
+        assert step["annotation"] == "matmul_add" and step["first_op"] == "aten::matmul"
+        assert step["annotation_gap_us"] >= 0
+    if "annotation_gap" in f:
+        assert f["annotation_gap"]["evidence"]["annotation"] == "matmul_add"
     assert "torch_compile" not in f
 
 
