@@ -3,7 +3,7 @@
     uv run benchmarks/bench_report.py            # build the big input if needed, then measure
     uv run benchmarks/bench_report.py --runs 5   # more runs per figure (the median is reported)
 
-The big input is ``/work/shared/traces/hta/v100_ddp_rank1.json.gz`` (a real 2-rank DDP trace: 5
+The big input is ``tests/data/traces/hta/v100_ddp_rank1.json.gz`` (a real 2-rank DDP trace: 5
 ProfilerSteps, 216K events) repeated 12 times back to back: each copy's timestamps are shifted
 past the previous copy's end, its correlation ids, ``External id`` and flow ``id`` past the
 previous copy's range, and its ProfilerStep numbers continue (#2..#6, #7..#11, ...). About 511 MB
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO.parent / "shared" / "traces" / "hta" / "v100_ddp_rank1.json.gz"
+SOURCE = REPO / "tests" / "data" / "traces" / "hta" / "v100_ddp_rank1.json.gz"
 DATA = REPO / "benchmarks" / "data"
 BIG = DATA / "v100_ddp_rank1_x12.json"
 
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-json-load", action="store_true", help="do not measure the bare json.load baseline")
     args = p.parse_args(argv)
     if not SOURCE.exists():
-        print(f"error: {SOURCE} not found (the shared traces live beside the repository)", file=sys.stderr)
+        print(f"error: {SOURCE} not found", file=sys.stderr)
         return 2
     if args.rebuild or not BIG.exists():
         t = time.perf_counter()

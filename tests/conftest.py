@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_TRACES = REPO.parent / "shared" / "traces"
+DATA_TRACES = REPO / "tests" / "data" / "traces"  # real traces from other tools (copies of ../shared/traces)
 
 # Small shapes keep every run to seconds on a 2-core CPU.
 SMALL_MLP = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256"]

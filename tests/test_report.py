@@ -15,12 +15,9 @@ import pytest
 from common.report import analyze, report_json
 
 REPO = Path(__file__).resolve().parents[1]
-TRACES = REPO.parent / "shared" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"  # copies of ../shared/traces, with their licences
 HTA = TRACES / "hta"
 KINETO = TRACES / "kineto"
-
-needs_traces = pytest.mark.skipif(not HTA.is_dir(), reason="../shared/traces not present")
-
 
 def rules_of(findings) -> dict:
     return {f.rule: f for f in findings}
@@ -37,16 +34,12 @@ _cache: dict = {}
 
 
 def real(name: str):
-    """(model, findings) of a trace under ../shared/traces, loaded once per session."""
+    """(model, findings) of a trace under tests/data/traces, loaded once per session."""
     if name not in _cache:
-        path = TRACES / name
-        if not path.exists():
-            pytest.skip(f"{path} not present")
-        _cache[name] = analyze(path)
+        _cache[name] = analyze(TRACES / name)
     return _cache[name]
 
 
-@needs_traces
 def test_every_shared_trace_reads():
     files = sorted(HTA.glob("*.json.gz")) + sorted(KINETO.glob("*.json.gz"))
     assert len(files) >= 7
@@ -57,7 +50,6 @@ def test_every_shared_trace_reads():
         assert "rule_error" not in rules_of(findings), [x.message for x in findings if x.rule == "rule_error"]
 
 
-@needs_traces
 @pytest.mark.parametrize("name, span, idle, idle_pct, compute", [
     ("hta/v100_ddp_rank1.json.gz", 1_732_965, 732_352, 42.26, 620_516),
     ("hta/a100_rank3.json.gz", 464_594, 76_007, 16.36, 281_336),
@@ -73,7 +65,6 @@ def test_busy_idle_agree_with_hta(name, span, idle, idle_pct, compute):
         assert abs(g["compute_us"] - compute) <= 1
 
 
-@needs_traces
 def test_v100_ddp_numbers_and_top_kernels():
     m, findings = real("hta/v100_ddp_rank1.json.gz")
     assert [s.number for s in m.steps] == [2, 3, 4, 5, 6]
@@ -100,7 +91,6 @@ def test_v100_ddp_numbers_and_top_kernels():
     assert abs(cats["communication"]["time_us"] - 357_343) <= 1 and cats["gemm"]["time_us"] > 0
 
 
-@needs_traces
 def test_resnet_launch_args_give_tensorboard_estimates():
     m, findings = real("kineto/v100_resnet50_train.json.gz")
     assert [s.number for s in m.steps] == [5, 6, 7, 8, 9, 10]
@@ -114,14 +104,12 @@ def test_resnet_launch_args_give_tensorboard_estimates():
     assert m.breakdown["dataloader"] > 0  # enumerate(DataLoader) in the old Operator category
 
 
-@needs_traces
 def test_a100_rank3_steps_and_streams():
     m, _ = real("hta/a100_rank3.json.gz")
     assert [s.number for s in m.steps] == list(range(1009, 1015))
     assert m.numbers["gpu"]["streams"] >= 3
 
 
-@needs_traces
 def test_cpu_only_trace_says_no_device_lane():
     m, findings = real("hta/cpu_only_rank34.json.gz")
     r = rules_of(findings)
@@ -130,7 +118,6 @@ def test_cpu_only_trace_says_no_device_lane():
     assert j["gpu"]["busy_us"] is None and j["gpu"]["span_us"] is None and j["gpu"]["idle_pct"] is None
 
 
-@needs_traces
 def test_no_steps_trace_is_one_window():
     m, findings = real("hta/a100_alexnet_nosteps.json.gz")
     assert m.window_source == "all events" and len(m.steps) == 1
@@ -139,7 +126,6 @@ def test_no_steps_trace_is_one_window():
     assert m.numbers["gpu"]["kernels"] == 79
 
 
-@needs_traces
 def test_rocm_trace_reads():
     m, findings = real("hta/mi250_rocm_minitoy.json.gz")
     assert [s.number for s in m.steps] == [1, 2]  # the GPU-lane ProfilerStep#1 is not a step
@@ -147,7 +133,6 @@ def test_rocm_trace_reads():
     assert any(k["category"] == "gemm" for k in m.kernels)  # rocBLAS Cijk_ kernels
 
 
-@needs_traces
 def test_triton_kernel_decoded():
     m, findings = real("hta/a100_triton_example.json.gz")
     r = rules_of(findings)
@@ -575,7 +560,6 @@ def _bench():
     return mod
 
 
-@needs_traces
 def test_repeat_trace_builder(tmp_path):
     bench = _bench()
     src = HTA / "mi250_rocm_minitoy.json.gz"
@@ -592,7 +576,6 @@ def test_repeat_trace_builder(tmp_path):
     assert abs(m3.numbers["gpu"]["busy_us"] - 3 * m0.numbers["gpu"]["busy_us"]) < 0.01
 
 
-@needs_traces
 def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
     """Big plain-JSON files are decoded in two halves by two processes: same report as one process."""
     from common.report.render import to_json
