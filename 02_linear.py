@@ -56,6 +56,7 @@ def main():
             with_stack=args.with_stack,
         ) as prof:
             for _ in range(s.steps):
+                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
         lesson.sync()

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import platform
 import shutil
 import sys
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
+from common.commands import display_path, uv_run
 from common.errors import BadInput, CommandParser, fail
-from common.paths import COMPILE_MODES, DTYPES as DTYPE_NAMES, atomic_path, make_tag, mode_label, table_file, trace_file
+from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
+from common.paths import (COMPILE_MODES, DTYPES as DTYPE_NAMES, Variant, atomic_path, make_tag, mode_label, table_file,
+                          trace_file)
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before any profiling).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -77,6 +83,12 @@ class Schedule:
 
     def __str__(self) -> str:
         return f"wait={self.wait}, warmup={self.warmup}, active={self.active}, repeat={self.repeat}"
+
+    @property
+    def variant(self) -> str:
+        """The file-name variant (``0-0-20``; ``1-1-3-2`` when repeating)."""
+        parts = [self.wait, self.warmup, self.active] + ([self.repeat] if self.repeat != 1 else [])
+        return "-".join(map(str, parts))
 
 
 def parse_schedule(text: str) -> Schedule:
@@ -136,6 +148,20 @@ class Lesson:
     table_path: Path
     trace_path: Path
     console: Console
+    knobs: RunKnobs
+    _labelled: bool = field(default=False, repr=False)
+
+    def label(self, prof: torch.profiler.profile) -> None:
+        """Write the run's knobs into the trace's metadata (top-level ``"lesson"``), so the report
+        knows what this run already did. Call it at the top of every profiled iteration: the
+        profiler keeps metadata only while it records, so it is written once per recorded cycle."""
+        action = prof.current_action
+        recording = action in (torch.profiler.ProfilerAction.WARMUP, torch.profiler.ProfilerAction.RECORD,
+                               torch.profiler.ProfilerAction.RECORD_AND_SAVE)
+        if recording and not self._labelled:
+            prof.add_metadata_json(METADATA_KEY, self.knobs.to_json())
+        # a new cycle starts after RECORD_AND_SAVE: label it again
+        self._labelled = recording and action != torch.profiler.ProfilerAction.RECORD_AND_SAVE
 
     @property
     def on_cuda(self) -> bool:
@@ -172,26 +198,28 @@ class Lesson:
         diff = (got.float() - want.float()).abs().max().item()
         scale = max(want.float().abs().max().item(), 1e-12)
         ok = diff <= TOLERANCE[self.args.dtype] * scale
-        mark = "[green]matches[/]" if ok else "[bold red]DOES NOT match[/]"
+        verdict = "[green]match[/]" if ok else "[bold red]DO NOT match[/]"
         self.console.print(
-            f"{what} {mark}: max |diff| {diff:.3g} = {diff / scale:.2e} of the output's scale "
-            f"(tolerance {TOLERANCE[self.args.dtype]:.0e}, {self.args.dtype})"
+            f"{what}: the outputs {verdict}: the largest difference, {diff:.3g}, is {100 * diff / scale:.2g}% of "
+            f"the largest output value ({scale:.3g}); {self.args.dtype} allows {100 * TOLERANCE[self.args.dtype]:g}%"
         )
         return ok
 
     def finish(self, table: str) -> int:
         """Print what was written, the table's totals, how to open the trace, and the short report."""
         c = self.console
-        c.print(f"[bold]wrote[/] {self.table_path}")
-        c.print(f"[bold]wrote[/] {self.trace_path}  ({self.trace_path.stat().st_size / 1e6:.2f} MB)")
+        c.print(f"[bold]wrote[/] {display_path(self.table_path)}")
+        c.print(f"[bold]wrote[/] {display_path(self.trace_path)}  ({self.trace_path.stat().st_size / 1e6:.2f} MB)")
         for line in table.splitlines():
             if line.startswith("Self ") and "time total" in line:
                 c.print(f"  {line}")
         first, last = self.args.schedule.recorded[0], self.args.schedule.recorded[-1]
         c.print(f"  the trace holds ProfilerStep#{first}..#{last}")
-        c.print(f"open it offline in Perfetto: [cyan]uv run -m common.view {self.trace_path}[/] "
-                "(or drag the file into https://ui.perfetto.dev)")
-        c.print(f"share a link: [cyan]uv run -m common.share {self.trace_path.parent} -b BUCKET[/] (trace-util)")
+        c.print("open it offline in Perfetto (or drag the file into https://ui.perfetto.dev):")
+        c.print(f"  [cyan]{escape(uv_run('-m', 'common.view', self.trace_path))}[/]", soft_wrap=True)
+        c.print("share a link (trace-util):")
+        c.print(f"  [cyan]{escape(uv_run('-m', 'common.share', self.trace_path.parent, '-b', 'BUCKET'))}[/]",
+                soft_wrap=True)
         if not self.args.no_report:
             from common.report import print_short_report  # prints one line if it cannot read the trace
 
@@ -272,6 +300,7 @@ def setup(
     shape: Callable[[argparse.Namespace], Sequence[int]],
     elements: Callable[[argparse.Namespace], int],
     needs_cuda: str | None = None,
+    variants: Callable[[argparse.Namespace], Sequence[Variant]] | None = None,
     argv: Sequence[str] | None = None,
 ) -> Lesson:
     """Parse and validate everything, then describe the run on the console.
@@ -279,9 +308,15 @@ def setup(
     ``shape`` gives the numbers of the file name; ``elements`` estimates how many tensor elements
     the run holds at once, so absurd sizes are refused before anything is allocated.
     ``needs_cuda``, for a GPU-only lesson, says why and what to run instead when there is no CUDA.
+    ``variants`` gives the lesson's own knobs that change the trace (``[("attn", "eager")]``), for
+    the file name and the trace's metadata; leave out a knob at its default value.
     """
     args = p.parse_args(argv)
     console = Console(highlight=False)
+    if args.share:
+        from common.share import check_can_share
+
+        check_can_share(args.share)  # the login and trace-util now, not after the run
     if needs_cuda and (args.device == "cpu" or not torch.cuda.is_available()):
         fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
              f"{needs_cuda}")
@@ -298,11 +333,44 @@ def setup(
     trace_dir = args.trace_dir if args.trace_dir is not None else Path("traces") / args.script
     _check_trace_dir(trace_dir)
 
-    tag = make_tag(shape(args), args.dtype, args.warmup, mode_label(args.compile, args.compile_mode))
+    own = list(variants(args)) if variants else []
+    mode = mode_label(args.compile, args.compile_mode)
+    tag = make_tag(shape(args), args.dtype, args.warmup, mode, _profiler_variants(args, device) + own)
+    knobs = RunKnobs(
+        script=args.script, tag=tag, shape=tuple(shape(args)), dtype=args.dtype, device=device.type,
+        warmup=args.warmup, warmup_calls=WARMUP_CALLS if args.warmup else 0, compile=args.compile,
+        compile_mode=args.compile_mode,
+        schedule=ScheduleKnobs(args.schedule.wait, args.schedule.warmup, args.schedule.active, args.schedule.repeat),
+        record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
+        variants={k: v for k, v in own},
+    )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
-                    console)
+                    console, knobs)
+    _quiet_what_the_lesson_explains(args)
     _describe(lesson)
     return lesson
+
+
+def _profiler_variants(args: argparse.Namespace, device: torch.device) -> list[Variant]:
+    """The common knobs that change the trace, as file-name variants (none for the posts' defaults)."""
+    out: list[Variant] = []
+    if args.schedule != Schedule():
+        out.append(("sched", args.schedule.variant))
+    out += [(knob, "") for knob, flag in (("shapes", "record_shapes"), ("mem", "profile_memory"),
+                                           ("stack", "with_stack")) if getattr(args, flag)]
+    if device.type == "cpu" and torch.cuda.is_available():
+        out.append(("cpu", ""))  # the default run on this machine is on the GPU: keep both
+    return out
+
+
+def _quiet_what_the_lesson_explains(args: argparse.Namespace) -> None:
+    """Silence the warnings a lesson causes on purpose; the console explains them instead."""
+    if args.schedule.warmup == 0:
+        # the posts' wait=0, warmup=0 experiment: the first recorded step pays the profiler's start-up
+        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+    # torch.compile on a machine with a CUDA toolkit but no GPU: the console already says "running on the CPU"
+    logging.getLogger("torch.utils.cpp_extension").addFilter(
+        lambda record: not record.getMessage().startswith("No CUDA runtime is found"))
 
 
 def _describe(lesson: Lesson) -> None:
@@ -315,6 +383,9 @@ def _describe(lesson: Lesson) -> None:
     c.print(f"device  {where}   torch {torch.__version__}")
     c.print(f"run     {lesson.tag}   schedule {a.schedule} ({a.schedule.steps} steps)   "
             f"warm-up {'on' if a.warmup else 'off'}")
+    if a.schedule.warmup == 0:
+        c.print("        schedule warmup=0: the first recorded step also pays the profiler's own start-up "
+                "(the posts' experiment; torch warns about it, silenced here)")
     extras = [n for n in ("record_shapes", "profile_memory", "with_stack") if getattr(a, n)]
     if extras:
         c.print(f"profiler also records: {', '.join(extras)} (more CPU overhead in the trace)")

@@ -1,14 +1,22 @@
 """Artifact names and atomic writes.
 
-A run's files are ``<trace_dir>/<size>_<dtype>_<warm>_<mode>.txt`` and ``.json`` (``.json.gz``
-with ``--gzip``). The name is the whole record of the knobs that change the trace, so
-:func:`parse_tag` can read them back (``common.view --list`` does).
+A run's files are ``<trace_dir>/<size>_<dtype>_<warm>_<mode>[_<variant>...].txt`` and ``.json``
+(``.json.gz`` with ``--gzip``). The name is the whole record of the knobs that change the trace,
+so :func:`parse_tag` can read them back (``common.view --list`` does). A default run keeps the
+posts' name (``64_bf16_cold_eager``); every other knob adds a variant, in a fixed order:
+
+- ``sched-W-U-A`` (``sched-W-U-A-R`` when REPEAT > 1): a schedule other than the posts' 1,1,3,1;
+- ``shapes``, ``mem``, ``stack``: ``--record-shapes``, ``--profile-memory``, ``--with-stack``;
+- ``cpu``: ``--device cpu`` on a machine that has CUDA (the default run there is on the GPU);
+- a lesson's own variants, ``name-value`` (e.g. ``attn-eager``, ``cache-static``), and
+  ``rank<k>`` for one process of a multi-process job.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -26,10 +34,34 @@ def mode_label(compile: bool, compile_mode: str = "default") -> str:
     return "compile" if compile_mode == "default" else f"compile-{compile_mode}"
 
 
-def make_tag(shape: Sequence[int], dtype: str, warm: bool, mode: str) -> str:
-    """``make_tag((64, 128, 768, 3072), "bf16", True, "compile")`` -> ``64x128x768x3072_bf16_warm_compile``."""
+_VARIANT = re.compile(r"^(?:rank(?P<rank>\d+)|(?P<knob>[a-z]+)(?:-(?P<value>[A-Za-z0-9.+-]+))?)$")
+_SLUG_DROP = re.compile(r"[^A-Za-z0-9.+-]+")
+
+Variant = tuple[str, str]  # (knob, value); value "" for a plain flag such as ``shapes``
+
+
+def slug(text: str) -> str:
+    """A variant value from free text: ``meta-llama/Llama-3.2-1B`` -> ``meta-llama-Llama-3.2-1B``."""
+    return _SLUG_DROP.sub("-", text).strip("-.") or "x"
+
+
+def variant_text(knob: str, value: str = "") -> str:
+    if knob == "rank":
+        return f"rank{value}"
+    return f"{knob}-{value}" if value else knob
+
+
+def make_tag(shape: Sequence[int], dtype: str, warm: bool, mode: str, variants: Sequence[Variant] = ()) -> str:
+    """``make_tag((64, 128, 768, 3072), "bf16", True, "compile")`` -> ``64x128x768x3072_bf16_warm_compile``;
+    ``make_tag((64,), "bf16", False, "eager", [("sched", "0-0-20")])`` -> ``64_bf16_cold_eager_sched-0-0-20``."""
     size = "x".join(str(int(n)) for n in shape)
-    return f"{size}_{dtype}_{'warm' if warm else 'cold'}_{mode}"
+    parts = [size, dtype, "warm" if warm else "cold", mode]
+    for knob, value in variants:
+        text = variant_text(knob, value)
+        if not _VARIANT.match(text):
+            raise ValueError(f"{text!r} is not a variant (a lower-case knob, '-' and letters, digits, '.', '+', '-')")
+        parts.append(text)
+    return "_".join(parts)
 
 
 @dataclass(frozen=True)
@@ -38,10 +70,20 @@ class Tag:
     dtype: str
     warm: bool
     mode: str  # eager | compile | compile-<torch.compile mode>
+    variants: tuple[Variant, ...] = ()  # every knob besides the four above, in the name's order
 
     @property
     def compiled(self) -> bool:
         return self.mode != "eager"
+
+    def variant(self, knob: str) -> str | None:
+        """The value of one variant (``""`` for a flag), None when the run did not set it."""
+        return next((value for k, value in self.variants if k == knob), None)
+
+    @property
+    def variants_text(self) -> str:
+        """The variants as the name writes them (``sched-0-0-20 shapes``), or ``""`` for a default run."""
+        return " ".join(variant_text(k, v) for k, v in self.variants)
 
 
 def parse_tag(name: str) -> Tag | None:
@@ -52,9 +94,18 @@ def parse_tag(name: str) -> Tag | None:
             stem = stem[: -len(suffix)]
             break
     parts = stem.split("_")
-    if len(parts) != 4:
+    if len(parts) < 4:
         return None
-    size, dtype, warm, mode = parts
+    size, dtype, warm, mode = parts[:4]
+    variants = []
+    for text in parts[4:]:
+        match = _VARIANT.match(text)
+        if not match:
+            return None
+        if match["rank"] is not None:
+            variants.append(("rank", match["rank"]))
+        else:
+            variants.append((match["knob"], match["value"] or ""))
     try:
         shape = tuple(int(p) for p in size.split("x"))
     except ValueError:
@@ -65,7 +116,7 @@ def parse_tag(name: str) -> Tag | None:
         mode.startswith("compile-") and mode[len("compile-"):] in COMPILE_MODES[1:]
     ):
         return None
-    return Tag(shape, dtype, warm == "warm", mode)
+    return Tag(shape, dtype, warm == "warm", mode, tuple(variants))
 
 
 def trace_file(trace_dir: Path, tag: str, gzip: bool) -> Path:

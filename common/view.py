@@ -269,7 +269,7 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = CommandParser(prog="python -m common.view", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="uv run -m common.view", description=__doc__.split("\n\n")[0])
     p.add_argument("trace", nargs="?", type=Path, help="the .json or .json.gz trace to open")
     p.add_argument("--list", nargs="?", const=Path("traces"), type=Path, metavar="DIR",
                    help="list the traces under DIR (default: traces) instead, newest first")

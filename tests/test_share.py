@@ -82,7 +82,7 @@ def test_falls_back_to_uvx(box):
     box.fake("uvx")
     r = box.run(str(box.dir), "-b", "my-traces")
     assert r.returncode == 0, r.stderr
-    assert box.calls() == [["--from", "trace-util>=0.2,<0.3", "trace-util",
+    assert box.calls() == [["--python", "3.12", "--from", "trace-util>=0.2,<0.3", "trace-util",
                             "-b", "my-traces", "-f", str(box.dir), "--no-delete"]]
 
 

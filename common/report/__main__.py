@@ -25,7 +25,7 @@ The keys are documented in common/report/render.py.
 
 def parse_args(argv):
     p = CommandParser(
-        prog="python -m common.report",
+        prog="uv run -m common.report",
         description="Read Kineto/Chrome traces (.json or .json.gz) and print the patterns the "
                     "'Profiling in PyTorch' posts teach to recognise, with the evidence.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,0 +1,40 @@
+"""Commands and paths as the user can type them from the folder they stand in.
+
+A lesson run from another folder (``uv run --project DIR DIR/01_matmul_add.py``) writes its
+traces under that folder; the next steps it prints must work from there too: ``uv run`` finds
+the project from the current folder, so outside it the command names ``--project``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the project (the package is installed from here)
+
+
+def display_path(path: os.PathLike | str) -> str:
+    """``path`` relative to the current folder when that is shorter, else absolute."""
+    absolute = Path(path).resolve()
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:  # another drive (Windows)
+        return str(absolute)
+    return relative if len(relative) <= len(str(absolute)) else str(absolute)
+
+
+def _inside_project(folder: Path) -> bool:
+    return folder == ROOT or ROOT in folder.parents
+
+
+def uv_run(*args: str | os.PathLike) -> str:
+    """``uv run ARGS`` that works from the current folder (``--project`` outside the project).
+
+    Path arguments are shown relative to the current folder; pass them as :class:`~pathlib.Path`.
+    """
+    words = ["uv", "run"]
+    if not _inside_project(Path.cwd().resolve()):
+        words += ["--project", display_path(ROOT)]
+    words += [display_path(a) if isinstance(a, Path) else str(a) for a in args]
+    return shlex.join(words)

@@ -1,0 +1,74 @@
+"""The run's knobs, written into the trace's own metadata by a lesson and read back by the report.
+
+A lesson calls ``prof.add_metadata_json("lesson", knobs.to_json())`` while the profiler records,
+so the exported trace carries a top-level ``"lesson": {...}`` object beside ``deviceProperties``.
+The report reads it with :func:`RunKnobs.from_json` and so knows what the run already did (warm-up,
+compile mode, schedule) and never advises it. A trace from anywhere else has no such key: the
+report then judges from the events alone.
+
+No torch here: the report imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+METADATA_KEY = "lesson"
+
+
+@dataclass(frozen=True)
+class ScheduleKnobs:
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class RunKnobs:
+    script: str
+    tag: str
+    shape: tuple[int, ...]
+    dtype: str
+    device: str  # cpu | cuda
+    warmup: bool  # the lesson's un-profiled warm-up calls (--warmup) ran before profiling
+    warmup_calls: int
+    compile: bool
+    compile_mode: str
+    schedule: ScheduleKnobs
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    variants: dict[str, str] = field(default_factory=dict)  # a lesson's own knobs (attention, cache, ...)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "RunKnobs | None":
+        """The knobs from a trace's ``"lesson"`` value (a dict, or its JSON text); None when absent or odd."""
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return None
+        if not isinstance(raw, dict):
+            return None
+        try:
+            sched = raw.get("schedule") or {}
+            return cls(
+                script=str(raw["script"]), tag=str(raw.get("tag", "")),
+                shape=tuple(int(n) for n in raw.get("shape", ())), dtype=str(raw.get("dtype", "")),
+                device=str(raw.get("device", "")), warmup=bool(raw["warmup"]),
+                warmup_calls=int(raw.get("warmup_calls", 0)), compile=bool(raw.get("compile", False)),
+                compile_mode=str(raw.get("compile_mode", "default")),
+                schedule=ScheduleKnobs(**{k: int(sched[k]) for k in ("wait", "warmup", "active", "repeat") if k in sched}),
+                record_shapes=bool(raw.get("record_shapes", False)),
+                profile_memory=bool(raw.get("profile_memory", False)),
+                with_stack=bool(raw.get("with_stack", False)),
+                variants={str(k): str(v) for k, v in (raw.get("variants") or {}).items()},
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
