@@ -29,6 +29,7 @@ def main():
         cli,
         shape=lambda a: (a.batch, a.size) if a.batch else (a.size,),
         elements=lambda a: 5 * (a.batch or 1) * a.size * a.size,  # x, w, b, the product, the sum
+        matmul_flops=lambda a: 2 * (a.batch or 1) * a.size ** 3,  # one (size x size) @ (size x size)
     )
     args, device, dtype = lesson.args, lesson.device, lesson.dtype
 

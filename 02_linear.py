@@ -24,6 +24,7 @@ def main():
         shape=lambda a: (a.batch, a.in_dim, a.out_dim),
         # x, the weight, the bias, the output (and the compiled path's copy of it)
         elements=lambda a: a.batch * a.in_dim + a.in_dim * a.out_dim + a.out_dim + 2 * a.batch * a.out_dim,
+        matmul_flops=lambda a: 2 * a.batch * a.in_dim * a.out_dim,
     )
     args, device, dtype = lesson.args, lesson.device, lesson.dtype
 

@@ -65,12 +65,18 @@ def mlp_elements(a):
     return 2 * (2 * tokens * a.dim + 3 * a.dim * a.hidden) + 4 * tokens * a.hidden
 
 
+def mlp_flops(a):
+    """gate, up and down: three GEMMs of 2*tokens*dim*hidden each."""
+    return 3 * 2 * a.batch * a.seq * a.dim * a.hidden
+
+
 @lesson_main
 def main():
     lesson = setup(
         cli,
         shape=lambda a: (a.batch, a.seq, a.dim, a.hidden),
         elements=mlp_elements,
+        matmul_flops=mlp_flops,
         needs_cuda="the hand-tuned Liger kernel is written in Triton for GPUs. Without a GPU, see the fused "
                    "kernel Inductor writes for the CPU: uv run 03_simple_mlp.py --compile",
     )

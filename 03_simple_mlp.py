@@ -39,9 +39,15 @@ def mlp_elements(a):
     return 2 * tokens * a.dim + 3 * a.dim * a.hidden + 4 * tokens * a.hidden
 
 
+def mlp_flops(a):
+    """gate, up and down: three [tokens, dim] x [dim, hidden]-sized GEMMs of 2*tokens*dim*hidden each."""
+    return 3 * 2 * a.batch * a.seq * a.dim * a.hidden
+
+
 @lesson_main
 def main():
-    lesson = setup(cli, shape=lambda a: (a.batch, a.seq, a.dim, a.hidden), elements=mlp_elements)
+    lesson = setup(cli, shape=lambda a: (a.batch, a.seq, a.dim, a.hidden), elements=mlp_elements,
+                   matmul_flops=mlp_flops)
     args, device, dtype = lesson.args, lesson.device, lesson.dtype
 
     model = GeGLUMLP(args.dim, args.hidden).to(device=device, dtype=dtype).eval()

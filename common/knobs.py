@@ -42,6 +42,7 @@ class RunKnobs:
     profile_memory: bool = False
     with_stack: bool = False
     variants: dict[str, str] = field(default_factory=dict)  # a lesson's own knobs (attention, cache, ...)
+    matmul_flops_per_step: int | None = None  # the workload's matrix-multiply arithmetic in one step
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -69,6 +70,7 @@ class RunKnobs:
                 profile_memory=bool(raw.get("profile_memory", False)),
                 with_stack=bool(raw.get("with_stack", False)),
                 variants={str(k): str(v) for k, v in (raw.get("variants") or {}).items()},
+                matmul_flops_per_step=int(raw["matmul_flops_per_step"]) if raw.get("matmul_flops_per_step") else None,
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -301,6 +301,7 @@ def setup(
     elements: Callable[[argparse.Namespace], int],
     needs_cuda: str | None = None,
     variants: Callable[[argparse.Namespace], Sequence[Variant]] | None = None,
+    matmul_flops: Callable[[argparse.Namespace], int] | None = None,
     argv: Sequence[str] | None = None,
 ) -> Lesson:
     """Parse and validate everything, then describe the run on the console.
@@ -310,6 +311,8 @@ def setup(
     ``needs_cuda``, for a GPU-only lesson, says why and what to run instead when there is no CUDA.
     ``variants`` gives the lesson's own knobs that change the trace (``[("attn", "eager")]``), for
     the file name and the trace's metadata; leave out a knob at its default value.
+    ``matmul_flops`` counts the workload's matrix-multiply arithmetic per step (2*m*n*k per GEMM),
+    so the report can say how fast the compute ran, and notice a machine too busy to judge.
     """
     args = p.parse_args(argv)
     console = Console(highlight=False)
@@ -343,6 +346,7 @@ def setup(
         schedule=ScheduleKnobs(args.schedule.wait, args.schedule.warmup, args.schedule.active, args.schedule.repeat),
         record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
         variants={k: v for k, v in own},
+        matmul_flops_per_step=matmul_flops(args) if matmul_flops else None,
     )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
                     console, knobs)

@@ -27,9 +27,11 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from rich.console import Console
+from rich.markup import escape
 from rich.filesize import decimal
 from rich.table import Table
 
+from common.commands import display_path, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.paths import TRACE_SUFFIXES, parse_tag
 
@@ -224,34 +226,35 @@ def find_traces(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def _knobs_text(name: str) -> str:
+    """What the file name says of the run: ``size 64, bf16, cold, eager; sched-0-0-20``."""
+    tag = parse_tag(name)
+    if tag is None:
+        return "(not a name this project writes)"
+    text = f"size {'x'.join(map(str, tag.shape))}, {tag.dtype}, {'warm' if tag.warm else 'cold'}, {tag.mode}"
+    return text + (f"; {tag.variants_text}" if tag.variants else "")
+
+
 def list_traces(root: Path, console: Console | None = None) -> int:
+    """The traces under ``root``, newest first: the path to copy on its own line (relative to the
+    current folder), then what the name says of the run, its size and age. Reads at 80 columns."""
     console = console or Console(highlight=False)
     if not root.is_dir():
-        fail(f"no such folder: {root}")
+        fail(f"no such folder: {display_path(root)}")
     traces = find_traces(root)
     if not traces:
-        console.print(f"no traces under {root}")
+        console.print(f"no traces under {display_path(root)}")
         return 0
-    table = Table(title=f"traces under {root}, newest first")
-    table.add_column("trace", overflow="fold")
-    for name in ("script", "shape", "dtype", "warm", "mode", "gz"):
-        table.add_column(name)
-    table.add_column("size", justify="right")
-    table.add_column("modified")
+    table = Table(title=f"traces under {display_path(root)}, newest first", box=None, show_header=False,
+                  padding=(0, 1))
+    table.add_column("trace", no_wrap=True, overflow="fold")
     for p in traces:
-        tag = parse_tag(p.name)
-        knobs = (
-            ["x".join(map(str, tag.shape)), tag.dtype, "warm" if tag.warm else "cold", tag.mode]
-            if tag else ["", "", "", ""]
-        )
-        folder = p.parent.relative_to(root).as_posix()
         stat = p.stat()
-        table.add_row(
-            str(p), "" if folder == "." else folder, *knobs, "gz" if p.name.endswith(".gz") else "",
-            decimal(stat.st_size), datetime.fromtimestamp(stat.st_mtime).strftime("%Y-%m-%d %H:%M"),
-        )
+        modified = datetime.fromtimestamp(stat.st_mtime).strftime("%Y-%m-%d %H:%M")
+        table.add_row(escape(display_path(p)))
+        table.add_row(f"  [dim]{escape(_knobs_text(p.name))}; {decimal(stat.st_size)}, {modified}[/]")
     console.print(table)
-    console.print("open one: [cyan]uv run -m common.view TRACE[/]")
+    console.print(f"open one: [cyan]{escape(uv_run('-m', 'common.view', 'TRACE'))}[/]")
     return 0
 
 

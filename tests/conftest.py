@@ -42,7 +42,9 @@ def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict
     cmd = [sys.executable, str(REPO / script), *args]
     if trace_dir is not None:
         cmd += ["--trace_dir", str(trace_dir)]
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    # two runs share this machine's 2 cores: one thread each, or their thread pools fight and a 64x64
+    # matmul takes milliseconds (the report then rightly calls the timings too noisy to judge)
+    full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=full_env, timeout=timeout)
     return Run(script, list(args), trace_dir or REPO / "traces", proc.returncode, proc.stdout, proc.stderr)
 
@@ -89,6 +91,9 @@ def runs(tmp_path_factory):
         "01_compile": ("01_matmul_add.py", ["--warmup", "--compile"]),
         "01_gzip": ("01_matmul_add.py", ["--size", "16", "--warmup", "--schedule", "0,0,4", "--gzip",
                                          "--dtype", "fp32", "--record-shapes"]),
+        "01_warm": ("01_matmul_add.py", ["--warmup"]),
+        "01_cold_sched": ("01_matmul_add.py", ["--schedule", "0,0,5"]),  # the posts' wait=0, warmup=0 experiment
+        "01_2048": ("01_matmul_add.py", ["--size", "2048", "--warmup"]),
         "02_eager": ("02_linear.py", []),
         "02_compile": ("02_linear.py", ["--batch", "64", "--compile"]),
         "03_eager": ("03_simple_mlp.py", SMALL_MLP),

@@ -221,14 +221,13 @@ def test_torch_eager_trace(torch_traces):
     assert r["matmul_dispatch"].evidence["mm"] == 3 and r["matmul_dispatch"].evidence["bmm"] == 0
     assert all(row["annotation"] == "matmul_add" and row["first_op"] == "aten::matmul" for row in m.step_rows)
     assert all(row["annotation_gap_us"] > 0 for row in m.step_rows)
-    # cold start: the first step is the widest, and the rules say so when it is much wider
-    durs = [s.dur for s in m.steps]
-    if durs[0] >= 1.5 * sorted(durs[1:])[len(durs[1:]) // 2] + 5:
-        assert "cold_first_step" in r
-    # no GPU rules on a CPU trace
-    for gpu_rule in ("overhead_bound", "compute_bound", "occupancy_query", "hidden_dtod_copy", "kernel_gap",
-                     "kernel_time_spread", "activity_buffer_request"):
+    # (cold start vs noise is tested both ways on synthetic traces in test_report_cpu_rules.py)
+    # no GPU rules on a CPU trace; overhead_bound/compute_bound speak of the CPU split there
+    for gpu_rule in ("occupancy_query", "hidden_dtod_copy", "kernel_gap", "kernel_time_spread",
+                     "activity_buffer_request"):
         assert gpu_rule not in r
+    for cpu_rule in ("overhead_bound", "compute_bound"):
+        assert cpu_rule not in r or "CPU analogue" in r[cpu_rule].message
 
 
 def test_torch_batched_and_linear_traces(torch_traces):

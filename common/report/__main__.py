@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from common.commands import display_path
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.paths import atomic_path
 
@@ -77,6 +78,9 @@ def _write_json(obj, dest: str) -> None:
             tmp.write_bytes(data)
     except OSError as exc:
         fail(f"{dest}: cannot write the JSON ({exc.strerror or exc})")
+    from rich.filesize import decimal
+
+    print(f"wrote {display_path(dest)} ({decimal(len(data))} of JSON)")
 
 
 @exit_on_bad_input

@@ -2,28 +2,37 @@
 
 Per step: CPU (wall) time and device time and their ratio B/A, kernels per step; kernel names
 only in A, only in B, in both (with the change in total time); ops that vanished or appeared.
+The summary compares medians, not means (one slow step moves a mean of three; P1.14), shows each
+run's range, and says when the difference is inside the step-to-step noise (the ranges overlap).
 """
 
 from __future__ import annotations
 
+from common.commands import display_path
 from common.report import names as N
 from common.report.model import STEP_RE, Model
 from common.report.render import _clean
 from common.report.rules import us
+from common.report.steadiness import Spread, TwoRuns
 
 
 def _per_step(m: Model) -> dict:
     rows = m.step_rows
-    n = max(len(rows), 1)
     return dict(
         steps=len(rows),
-        cpu_us=[r["wall_us"] for r in rows],
-        device_us=[r["device_us"] for r in rows],
-        kernels=[r["kernels"] for r in rows],
-        mean_cpu_us=sum(r["wall_us"] for r in rows) / n,
-        mean_device_us=sum(r["device_us"] for r in rows) / n,
-        mean_kernels=sum(r["kernels"] for r in rows) / n,
+        cpu=Spread(tuple(r["wall_us"] for r in rows)),
+        device=Spread(tuple(r["device_us"] for r in rows)) if m.has_gpu else None,
+        kernels=Spread(tuple(float(r["kernels"]) for r in rows)),
     )
+
+
+def _side_by_side(a: Spread | None, b: Spread | None) -> dict | None:
+    """Medians, ranges, the ratio of medians and whether the gap is inside the noise; None without data."""
+    if a is None or b is None or not a.values or not b.values:
+        return None
+    two = TwoRuns(a, b)
+    return dict(a_median_us=a.median, b_median_us=b.median, a_range_us=[a.low, a.high], b_range_us=[b.low, b.high],
+                ratio=two.ratio, inside_noise=two.inside_noise)
 
 
 def compare(a: Model, b: Model) -> dict:
@@ -40,6 +49,8 @@ def compare(a: Model, b: Model) -> dict:
             device_ratio=(rb["device_us"] / ra["device_us"]) if ra and rb and ra["device_us"] > 0 else None,
             a_kernels=ra["kernels"] if ra else None, b_kernels=rb["kernels"] if rb else None,
         ))
+    cpu = _side_by_side(sa["cpu"], sb["cpu"])
+    device = _side_by_side(sa["device"], sb["device"])
     ka = {k["name"]: k for k in a.kernels}
     kb = {k["name"]: k for k in b.kernels}
     na, nb = max(sa["steps"], 1), max(sb["steps"], 1)
@@ -54,16 +65,11 @@ def compare(a: Model, b: Model) -> dict:
     ob = {o["name"]: o for o in b.ops if not STEP_RE.match(o["name"])}
     vanished = sorted(({"name": n, "calls": oa[n]["calls"]} for n in oa if n not in ob), key=lambda r: -r["calls"])
     appeared = sorted(({"name": n, "calls": ob[n]["calls"]} for n in ob if n not in oa), key=lambda r: -r["calls"])
-    ratio = lambda x, y: (y / x) if x else None  # noqa: E731
     return _clean(dict(
         a=a.path, b=b.path,
         summary=dict(
-            a_steps=sa["steps"], b_steps=sb["steps"],
-            a_mean_cpu_us=sa["mean_cpu_us"], b_mean_cpu_us=sb["mean_cpu_us"],
-            cpu_ratio=ratio(sa["mean_cpu_us"], sb["mean_cpu_us"]),
-            a_mean_device_us=sa["mean_device_us"], b_mean_device_us=sb["mean_device_us"],
-            device_ratio=ratio(sa["mean_device_us"], sb["mean_device_us"]),
-            a_kernels_per_step=sa["mean_kernels"], b_kernels_per_step=sb["mean_kernels"],
+            a_steps=sa["steps"], b_steps=sb["steps"], cpu=cpu, device=device,
+            a_kernels_per_step=sa["kernels"].median, b_kernels_per_step=sb["kernels"].median,
         ),
         steps=steps,
         kernels=dict(only_a=only_a, only_b=only_b, both=both),
@@ -71,36 +77,87 @@ def compare(a: Model, b: Model) -> dict:
     ))
 
 
+def _range(low: float, high: float) -> str:
+    """``336.3-365.3 ms``: both ends in the high end's unit, no space inside the numbers."""
+    scale, unit = (1e6, "s") if high >= 1e6 else (1e3, "ms") if high >= 1e3 else (1.0, "µs")
+    return f"{low / scale:.4g}-{high / scale:.4g} {unit}"
+
+
+def _verdict(what: str, side: dict | None) -> str | None:
+    """``CPU per step: B's median is 0.38x A's (...), inside the noise: ...``."""
+    if side is None or side["ratio"] is None:
+        return None
+    ranges = f"A {_range(*side['a_range_us'])}, B {_range(*side['b_range_us'])}"
+    head = (f"{what} per step: B's median is {side['ratio']:.2f}x A's "
+            f"({us(side['a_median_us'])} vs {us(side['b_median_us'])})")
+    if side["inside_noise"]:
+        return (f"{head}, but the ranges overlap ({ranges}): the difference is inside the step-to-step "
+                "noise; profile more active steps before you conclude")
+    faster = "B" if side["ratio"] < 1 else "A"
+    return f"{head}, and every {faster} step is faster than every step of the other ({ranges})"
+
+
+def _step_table(c: dict, with_device: bool):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    cols = ["step", "CPU A", "CPU B", "B/A"] + (["dev A", "dev B", "B/A"] if with_device else [])
+    for col in cols:
+        t.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
+    fmt = lambda r: f"{r:.2f}x" if r is not None else "-"  # noqa: E731
+    for i, r in enumerate(c["steps"]):
+        row = [str(i + 1), us(r["a_cpu_us"]), us(r["b_cpu_us"]), fmt(r["cpu_ratio"])]
+        if with_device:
+            row += [us(r["a_device_us"]), us(r["b_device_us"]), fmt(r["device_ratio"])]
+        t.add_row(*row)
+    s = c["summary"]
+    cpu, dev = s["cpu"], s["device"]
+    if cpu:
+        row = ["[bold]median[/]", us(cpu["a_median_us"]), us(cpu["b_median_us"]), fmt(cpu["ratio"])]
+        if with_device:
+            row += [us(dev["a_median_us"]), us(dev["b_median_us"]), fmt(dev["ratio"])] if dev else ["-"] * 3
+        t.add_row(*row)
+    return t
+
+
+def _step_names(c: dict, side: str) -> str:
+    names = [str(r[side]).replace("ProfilerStep", "") for r in c["steps"] if r[side]]
+    if not names:
+        return "none"
+    return f"{names[0]}..{names[-1]}" if len(names) > 2 else ", ".join(names)
+
+
 def render_compare(c: dict, console) -> None:
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
     s = c["summary"]
-    console.print(f"[bold]compare[/]  A = {escape(c['a'])}\n          B = {escape(c['b'])}")
-    t = Table(title="per step (CPU = the step's wall time; device = kernel/memcpy/memset time launched in it)")
-    for col in ("step A", "step B", "CPU A", "CPU B", "B/A", "device A", "device B", "B/A", "kernels A", "kernels B"):
-        t.add_column(col, justify="left" if col.startswith("step") else "right")
-    fmt = lambda r: f"{r:.2f}x" if r is not None else "-"  # noqa: E731
-    for r in c["steps"]:
-        t.add_row(str(r["a"]), str(r["b"]), us(r["a_cpu_us"]), us(r["b_cpu_us"]), fmt(r["cpu_ratio"]),
-                  us(r["a_device_us"]), us(r["b_device_us"]), fmt(r["device_ratio"]),
-                  str(r["a_kernels"]), str(r["b_kernels"]))
-    t.add_row("[bold]mean[/]", "", us(s["a_mean_cpu_us"]), us(s["b_mean_cpu_us"]), fmt(s["cpu_ratio"]),
-              us(s["a_mean_device_us"]), us(s["b_mean_device_us"]), fmt(s["device_ratio"]),
-              f"{s['a_kernels_per_step']:.1f}", f"{s['b_kernels_per_step']:.1f}")
-    console.print(t)
+    with_device = s["device"] is not None
+    console.print(f"[bold]compare[/]  A = {escape(display_path(c['a']))}")
+    console.print(f"          B = {escape(display_path(c['b']))}")
+    console.print(f"steps: A {_step_names(c, 'a')}, B {_step_names(c, 'b')}, side by side in order")
+    console.print("per step: CPU = the step's wall time" + (
+        "; dev = kernel/memcpy/memset time it launched" if with_device else " (CPU-only traces: no device columns)"))
+    console.print(_step_table(c, with_device))
+    if with_device:
+        console.print(f"kernels per step (median): A {s['a_kernels_per_step']:g}, B {s['b_kernels_per_step']:g}")
+    for line in filter(None, (_verdict("CPU", s["cpu"]), _verdict("device", s["device"]))):
+        console.print(line)
     k = c["kernels"]
-    t = Table(title="kernels")
-    for col in ("", "kernel", "A per step", "B per step", "change"):
-        t.add_column(col, justify="right" if col in ("A per step", "B per step", "change") else "left")
-    for r in sorted(k["both"], key=lambda r: -r["a_total_us"])[:15]:
-        t.add_row("both", escape(N.short_name(r["name"], 70)), us(r["a_per_step_us"]), us(r["b_per_step_us"]),
-                  f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
-    for r in sorted(k["only_a"], key=lambda r: -r["total_us"])[:10]:
-        t.add_row("only A", escape(N.short_name(r["name"], 70)), us(r["total_us"]), "-", "gone")
-    for r in sorted(k["only_b"], key=lambda r: -r["total_us"])[:10]:
-        t.add_row("only B", escape(N.short_name(r["name"], 70)), "-", us(r["total_us"]), "new")
     if k["both"] or k["only_a"] or k["only_b"]:
+        t = Table(title="kernels", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        for col in ("", "kernel", "A/step", "B/step", "change"):
+            t.add_column(col, justify="left" if col in ("", "kernel") else "right",
+                         no_wrap=col != "kernel", overflow="fold")
+        for r in sorted(k["both"], key=lambda r: -r["a_total_us"])[:15]:
+            t.add_row("both", escape(N.short_name(r["name"], 34)), us(r["a_per_step_us"]), us(r["b_per_step_us"]),
+                      f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
+        for r in sorted(k["only_a"], key=lambda r: -r["total_us"])[:10]:
+            t.add_row("only A", escape(N.short_name(r["name"], 34)), us(r["total_us"]), "-", "gone")
+        for r in sorted(k["only_b"], key=lambda r: -r["total_us"])[:10]:
+            t.add_row("only B", escape(N.short_name(r["name"], 34)), "-", us(r["total_us"]), "new")
         console.print(t)
     else:
         console.print("kernels: none in either trace (no device lane)")

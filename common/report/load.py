@@ -125,6 +125,7 @@ class _Trace(Struct):
     with_stack: Any = None
     with_flops: Any = None
     with_modules: Any = None
+    lesson: Any = None  # the knobs a lesson of this project wrote (common/knobs.py)
 
 
 META_KEYS = [f for f in _Trace.__struct_fields__ if f != "traceEvents"]

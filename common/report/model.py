@@ -17,7 +17,9 @@ from typing import Optional
 import numpy as np
 from msgspec.structs import astuple
 
+from common.knobs import METADATA_KEY, RunKnobs
 from common.report import names as N
+from common.report.cpu_work import CpuWork, split_cpu_work
 from common.errors import fail
 from common.report.load import Args, Loaded, load
 
@@ -152,6 +154,12 @@ class Model:
     ops: list = field(default_factory=list)
     intervals: dict = field(default_factory=dict)
     enclosing: object = None  # enclosing(cpu indices, kinds) -> innermost ancestor of those kinds
+    cpu_work: Optional[CpuWork] = None  # per step: compute ops' own work vs the dispatch around them
+
+    @property
+    def knobs(self) -> Optional[RunKnobs]:
+        """What the lesson that wrote this trace did (warm-up, compile, schedule); None for other traces."""
+        return RunKnobs.from_json(self.meta.get(METADATA_KEY))
 
     @property
     def has_gpu(self) -> bool:
@@ -675,6 +683,10 @@ def _numbers(m: Model) -> None:
 
     _kernel_table(m, nums)
     _op_table(m)
+    if m.window_source == "ProfilerStep":
+        m.cpu_work = split_cpu_work(is_op=cpu["kind"] == OP, name=cpu["name"], names=m.names, dur=cpu["dur"],
+                                    self_us=cpu["self"], parent=cpu["parent"], step=cpu["step"],
+                                    step_walls=[s.dur for s in m.steps])
     m.numbers = nums
 
 

@@ -242,3 +242,17 @@ def short_name(name: str, width: int = 80) -> str:
     if len(s) > width:
         s = s[: width - 1] + "…"
     return s
+
+
+# ----------------------------------------------------------------------------- op names
+
+# Ops that only make a new view of the same memory, or read/allocate metadata: no arithmetic, no
+# data moved (on a GPU: no kernel, 0 CUDA time).
+VIEW_OPS = ("aten::t", "aten::transpose", "aten::view", "aten::reshape", "aten::as_strided", "aten::_unsafe_view",
+            "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select",
+            "aten::alias", "aten::detach", "aten::numpy_T", "aten::view_as", "aten::unflatten", "aten::flatten")
+METADATA_OPS = frozenset(VIEW_OPS + (
+    "aten::resolve_conj", "aten::resolve_neg", "aten::empty", "aten::empty_like", "aten::empty_strided",
+    "aten::lift_fresh", "aten::result_type", "aten::_has_compatible_shallow_copy_type", "aten::is_same_size",
+    "aten::size", "aten::stride", "aten::dim",
+))

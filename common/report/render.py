@@ -41,6 +41,9 @@ from __future__ import annotations
 
 import math
 
+from pathlib import Path
+
+from common.commands import display_path, uv_run
 from common.report import names as N
 from common.report.model import BREAKDOWN_KEYS, Model
 from common.report.rules import Finding, us
@@ -118,8 +121,11 @@ def _version(k: str, v) -> str:
 
 def header_lines(m: Model) -> list[str]:
     meta = meta_of(m)
-    lines = [f"[bold]{m.path}[/]  ({m.file_bytes / 1e6:,.1f} MB on disk, {m.size_bytes / 1e6:,.1f} MB JSON, "
-             f"{m.n_events:,} events)"]
+    from rich.filesize import decimal
+    from rich.markup import escape
+
+    lines = [f"[bold]{escape(display_path(m.path))}[/]",
+             f"{decimal(m.file_bytes)} on disk, {decimal(m.size_bytes)} of JSON, {m.n_events:,} events"]
     gpus = used_gpus(m)
     if gpus:
         g = gpus[0]
@@ -172,6 +178,108 @@ def _finding_line(f: Finding, hint: bool = True) -> str:
     return f"[{style}]{f.rule}[/]: {escape(f.message)}{hint}"
 
 
+def _bullets(lines: list[str]):
+    """Bullet points whose wrapped lines stay indented under their text (reads at 80 columns)."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for line in lines:
+        grid.add_row("  •", line)
+    return grid
+
+
+def _steps_table(m: Model):
+    """One row per step; device columns only when the trace has a device lane, the CPU work split
+    (compute ops' share of the step) when it has none."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="steps")
+    cols = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else
+                                      (["compute"] if m.cpu_work else []))
+    gaps = any(r["annotation_gap_us"] is not None for r in m.step_rows)
+    for col in cols + (["gap"] if gaps else []):
+        t.add_column(col, justify="right" if col != "step" else "left", no_wrap=col != "gap")
+    work = m.cpu_work.steps if m.cpu_work and not m.has_gpu else None
+    for i, r in enumerate(m.step_rows[:40]):
+        row = [r["name"].replace("ProfilerStep", ""), us(r["wall_us"]), f"{r['ops']:,}"]
+        if m.has_gpu:
+            row += [f"{r['kernels']:,}", us(r["device_us"]),
+                    f"{r['gpu_busy_pct']:.1f}%" if r["gpu_busy_pct"] is not None else "-"]
+        elif work:
+            row.append(f"{work[i].compute_pct:.0f}%")
+        if gaps:
+            gap = r["annotation_gap_us"]
+            row.append(f"{escape(str(r['annotation']))} {us(gap)}" if gap is not None else "-")
+        t.add_row(*row)
+    notes = [f"{len(m.step_rows) - 40} more steps not shown"] if len(m.step_rows) > 40 else []
+    if work:
+        notes.append("compute: the compute ops' own share of the step (the rest is dispatch)")
+    if gaps:
+        notes.append("gap: from the annotation's start to its first aten op")
+    t.caption = "; ".join(notes) or None
+    return t
+
+
+def _breakdown_table(m: Model):
+    """TensorBoard's step breakdown; a CPU-only trace shows only the rows it can have."""
+    from rich.table import Table
+
+    t = Table(title="step time breakdown")
+    t.add_column("category")
+    t.add_column("time", justify="right")
+    t.add_column("share", justify="right")
+    total = m.breakdown.get("total", 0) or 0
+    keys = BREAKDOWN_KEYS if m.has_gpu else [k for k in BREAKDOWN_KEYS if m.breakdown.get(k)]
+    for k in keys:
+        v = m.breakdown.get(k, 0.0)
+        t.add_row(k, us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
+    t.add_row("[bold]total[/]", us(total), "100%")
+    if m.has_gpu:
+        t.caption = "TensorBoard's priority: kernel > memcpy > memset > runtime > dataloader > CPU exec > other"
+    return t
+
+
+def _name_width(console) -> int:
+    """Room for a kernel name beside five number columns, at the console's width."""
+    return max(24, min(70, console.width - 50))
+
+
+def _kernels_table(m: Model, top: int, name_width: int = 70):
+    """The top kernels: calls, total, mean and median (the posts: the mean misleads), share."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=f"kernels (top {min(top, len(m.kernels))} of {len(m.kernels)} by total time)")
+    for col in ("kernel", "calls", "total", "mean", "median", "share"):
+        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
+                     min_width=24 if col == "kernel" else None, overflow="fold")
+    for k in m.kernels[:top]:
+        t.add_row(escape(N.short_name(k["name"], name_width)), f"{k['calls']:,}", us(k["total_us"]), us(k["mean_us"]),
+                  us(k["median_us"]), f"{k['share_pct']:.1f}%")
+    t.caption = "min, max and launch details per kernel: --json"
+    return t
+
+
+def _efficiency_table(m: Model, top: int, name_width: int = 70):
+    """TensorBoard's launch estimates per kernel, for the kernels whose events carry launch arguments."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    pct = lambda v: f"{v:.0f}%" if v is not None else "-"  # noqa: E731
+    t = Table(title="launch estimates (TensorBoard's, from the kernel events' arguments)")
+    for col in ("kernel", "SM efficiency", "occupancy", "blocks/SM"):
+        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
+                     min_width=24 if col == "kernel" else None, overflow="fold")
+    for k in m.kernels[:top]:
+        bps = k["mean_blocks_per_sm"]
+        t.add_row(escape(N.short_name(k["name"], name_width)), pct(k["est_sm_efficiency_pct"]),
+                  pct(k["est_achieved_occupancy_pct"]), f"{bps:.2f}" if bps is not None else "-")
+    return t
+
+
 def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
     from rich.markup import escape
     from rich.panel import Panel
@@ -181,29 +289,8 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
     for line in headline_lines(m):
         console.print("  " + line)
 
-    # steps
-    t = Table(title="steps", show_lines=False)
-    for col in ("step", "wall", "ops", "kernels", "device time", "GPU busy", "annotation→first op"):
-        t.add_column(col, justify="right" if col != "step" else "left", no_wrap=col != "annotation→first op")
-    for r in m.step_rows[:40]:
-        t.add_row(r["name"].replace("ProfilerStep", ""), us(r["wall_us"]), f"{r['ops']:,}", f"{r['kernels']:,}", us(r["device_us"]),
-                  f"{r['gpu_busy_pct']:.1f}%" if r["gpu_busy_pct"] is not None else "-",
-                  f"{escape(str(r['annotation']))} {us(r['annotation_gap_us'])}" if r["annotation_gap_us"] is not None else "-")
-    if len(m.step_rows) > 40:
-        t.caption = f"{len(m.step_rows) - 40} more steps not shown"
-    console.print(t)
-
-    # breakdown
-    t = Table(title="step time breakdown (TensorBoard: kernel > memcpy > memset > runtime > dataloader > CPU exec > other)")
-    t.add_column("category")
-    t.add_column("time", justify="right")
-    t.add_column("share", justify="right")
-    total = m.breakdown.get("total", 0) or 0
-    for k in BREAKDOWN_KEYS:
-        v = m.breakdown.get(k, 0.0)
-        t.add_row(k, us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
-    t.add_row("[bold]total[/]", us(total), "100%")
-    console.print(t)
+    console.print(_steps_table(m))
+    console.print(_breakdown_table(m))
 
     if m.has_gpu:
         t = Table(title="GPU time by category")
@@ -213,47 +300,31 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
             t.add_row(c["label"], f"{c['count']:,}", us(c["time_us"]), f"{c['pct']:.1f}%")
         console.print(t)
 
-        has_cfg = any(k["est_sm_efficiency_pct"] is not None for k in m.kernels)
-        t = Table(title=f"kernels (top {min(top, len(m.kernels))} of {len(m.kernels)} by total time)")
-        cols = ["kernel", "calls", "total", "mean", "min", "median", "max", "share"]
-        if has_cfg:
-            cols += ["SM eff", "occup.", "blk/SM"]
-        for col in cols:
-            t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
-                         min_width=24 if col == "kernel" else None, overflow="fold" if col == "kernel" else "ellipsis")
-        for k in m.kernels[:top]:
-            row = [escape(N.short_name(k["name"], 70)), f"{k['calls']:,}", us(k["total_us"]), us(k["mean_us"]),
-                   us(k["min_us"]), us(k["median_us"]), us(k["max_us"]), f"{k['share_pct']:.1f}%"]
-            if has_cfg:
-                row += [f"{k['est_sm_efficiency_pct']:.0f}%" if k["est_sm_efficiency_pct"] is not None else "-",
-                        f"{k['est_achieved_occupancy_pct']:.0f}%" if k["est_achieved_occupancy_pct"] is not None else "-",
-                        f"{k['mean_blocks_per_sm']:.2f}" if k["mean_blocks_per_sm"] is not None else "-"]
-            t.add_row(*row)
-        console.print(t)
+        console.print(_kernels_table(m, top, _name_width(console)))
+        if any(k["est_sm_efficiency_pct"] is not None for k in m.kernels):
+            console.print(_efficiency_table(m, top, max(24, min(70, console.width - 46))))
 
     ops = [o for o in m.ops if o["kind"] == "op"][:10]
     if ops:
         t = Table(title="ops (top 10 by CPU total)")
-        for col in ("op", "calls", "CPU total", "self CPU", "self device"):
-            t.add_column(col, justify="left" if col == "op" else "right")
+        cols = ("op", "calls", "CPU total", "self CPU") + (("self device",) if m.has_gpu else ())
+        for col in cols:
+            t.add_column(col, justify="left" if col == "op" else "right", overflow="fold")
         for o in ops:
-            t.add_row(escape(o["name"][:70]), f"{o['calls']:,}", us(o["cpu_total_us"]), us(o["self_cpu_us"]),
-                      us(o["self_device_us"]) if m.has_gpu else "-")
+            row = [escape(o["name"][:70]), f"{o['calls']:,}", us(o["cpu_total_us"]), us(o["self_cpu_us"])]
+            t.add_row(*row + ([us(o["self_device_us"])] if m.has_gpu else []))
         console.print(t)
 
     console.print(f"[bold]findings[/] ({len(findings)})")
-    for f in findings:
-        console.print("  • " + _finding_line(f), soft_wrap=False)
-    for n in m.notes:
-        console.print(f"  [cyan]note[/]: {escape(n)}")
+    console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in m.notes]))
 
 
 def render_short(m: Model, findings: list[Finding], console) -> None:
     """Compact: header, headline numbers, one line per finding (about 10-20 lines)."""
     from rich.markup import escape
     hdr = header_lines(m)
-    console.print(f"[bold]trace report[/] {escape(m.path)}")
-    for line in hdr[1:]:
+    console.print(f"[bold]trace report[/] {escape(display_path(m.path))}")
+    for line in hdr[2:]:
         console.print("  " + line)
     for line in headline_lines(m):
         console.print("  " + line)
@@ -261,8 +332,8 @@ def render_short(m: Model, findings: list[Finding], console) -> None:
         steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {us(r['wall_us'])}" for r in m.step_rows[:8])
         console.print(f"  step wall times: {steps}")
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
-    for f in shown[:14]:  # the evidence, without the hints: the full report has those
-        console.print("  • " + _finding_line(f, hint=False))
+    # the evidence, without the hints: the full report has those
+    console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))
     if shown:
-        console.print(f"  [dim]full report with what to try: uv run -m common.report {escape(m.path)}[/]",
-                      soft_wrap=True)
+        console.print("  [dim]full report with what to try:[/]")
+        console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', Path(m.path)))}[/]", soft_wrap=True)

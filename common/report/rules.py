@@ -8,12 +8,15 @@ read numbers the model computed; the few per-rule aggregations below run over sh
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from common.knobs import RunKnobs
 from common.report import names as N
+from common.report.steadiness import Spread, first_vs_rest
 from common.report.model import (KERNEL, MEMCPY, OCCUPANCY_PREFIXES, OP, RUNTIME, STEP_RE, SYNC_NAMES,
                                  Model)
 
@@ -113,12 +116,109 @@ def _ops(m: Model) -> list:
     return [o for o in m.ops if o["kind"] == "op" and not STEP_RE.match(o["name"])]
 
 
+CPU_OVERHEAD_BELOW_PCT = 75.0  # compute ops' share of the step below this: overhead-bound on the CPU
+CPU_COMPUTE_FROM_PCT = 90.0  # ...at or above this: compute-bound
+MIN_PLAUSIBLE_GFLOPS = 0.5  # any CPU of this century multiplies matrices faster: slower means a busy machine
+
+
+def _matmul_gflops(m: Model) -> float | None:
+    """The rate of the workload's matmul arithmetic over the compute ops' median time per step, when the
+    lesson that wrote the trace said how much arithmetic a step holds."""
+    knobs, work = m.knobs, _steady_work(m)
+    if knobs is None or not knobs.matmul_flops_per_step or work is None or work.median_compute_us <= 0:
+        return None
+    return knobs.matmul_flops_per_step / work.median_compute_us / 1e3
+
+
+def _implausibly_slow(m: Model) -> bool:
+    rate = _matmul_gflops(m)
+    return rate is not None and rate < MIN_PLAUSIBLE_GFLOPS
+
+
+def _rate_text(m: Model) -> str:
+    rate = _matmul_gflops(m)
+    return f"; the matmul arithmetic ran at {rate:,.1f} GFLOP/s" if rate is not None else ""
+
+
+def _cpu_regime(m: Model) -> str | None:
+    """"overhead" | "compute" | None (between, noisy or no steps) for a CPU-only trace."""
+    work = _steady_work(m)
+    if work is None or not work.compute_ops or _implausibly_slow(m):
+        return None
+    shares = [s.compute_pct for s in work.steps]
+    if min(shares) < CPU_OVERHEAD_BELOW_PCT <= CPU_COMPUTE_FROM_PCT <= max(shares):
+        return None  # the steps disagree: too noisy to call
+    median = work.median_compute_pct
+    if median < CPU_OVERHEAD_BELOW_PCT:
+        return "overhead"
+    return "compute" if median >= CPU_COMPUTE_FROM_PCT else None
+
+
+def _steady_work(m: Model):
+    """The CPU work split of a CPU-only trace over its steady steps (without a cold first step)."""
+    work = m.cpu_work
+    if m.has_gpu or work is None or not _is_real_steps(m):
+        return None
+    return dataclasses.replace(work, steps=work.steps[1:]) if _cold_step(m) is not None else work
+
+
+def _cpu_work_evidence(m: Model) -> dict:
+    w = _steady_work(m)
+    return dict(median_step_us=_r(w.median_wall_us), median_compute_us=_r(w.median_compute_us),
+                compute_pct=_r(w.median_compute_pct), compute_per_call_us=_r(w.per_call_us),
+                compute_calls_per_step=_r(w.median_calls),
+                compute_ops={o.name: dict(calls=o.calls, per_call_us=_r(o.per_call_us)) for o in w.compute_ops[:8]},
+                dispatch_per_step_us={o.name: _r(o.self_us / len(m.cpu_work.steps)) for o in w.dispatch[:8]},
+                matmul_gflops=_r(_matmul_gflops(m), 2),
+                per_step_compute_pct=[_r(s.compute_pct) for s in w.steps])
+
+
+def _ops_per_call(ops, n: int = 3) -> str:
+    """``aten::mm 30 µs/call, aten::add 4.0 µs/call``."""
+    return ", ".join(f"{o.name} {us(o.per_call_us)}/call" for o in ops[:n]) + (
+        f" and {len(ops) - n} more" if len(ops) > n else "")
+
+
+def _dispatch_text(m: Model, n: int = 3) -> str:
+    """The biggest holders of the dispatch time, per step: ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
+    w = m.cpu_work  # totals over every step
+    return ", ".join(f"{o.name} {us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
+
+
+def _cpu_overhead_bound(m: Model):
+    if _cpu_regime(m) != "overhead":
+        return None
+    w = _steady_work(m)
+    pct = w.median_compute_pct
+    return Finding("overhead_bound", f"overhead-bound (the CPU analogue of Part 1's size 64): of a step's "
+                   f"{us(w.median_wall_us)} (median), the compute ops' own work is {us(w.median_compute_us)} "
+                   f"({pct:.0f}%: {_ops_per_call(w.compute_ops)}{_rate_text(m)}); the other {100 - pct:.0f}% is "
+                   f"dispatch around them (per step: {_dispatch_text(m)})",
+                   "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
+                   "tensors) or make fewer calls (torch.compile fuses ops); on a GPU this is the run where the GPU idles",
+                   _cpu_work_evidence(m), level="warn")
+
+
+def _cpu_compute_bound(m: Model):
+    if _cpu_regime(m) != "compute":
+        return None
+    w = _steady_work(m)
+    pct = w.median_compute_pct
+    return Finding("compute_bound", f"compute-bound (the CPU analogue of Part 1's size 4096): {pct:.0f}% of a step's "
+                   f"{us(w.median_wall_us)} (median) is the compute ops' own work ({_ops_per_call(w.compute_ops)}"
+                   f"{_rate_text(m)}); the dispatch around them is {100 - pct:.0f}%",
+                   "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
+                   "cutting dispatch overhead would not",
+                   _cpu_work_evidence(m))
+
+
 @rule
 def overhead_bound(m: Model):
     """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. The CPU
-    spends more time dispatching than the GPU spends computing."""
+    spends more time dispatching than the GPU spends computing. On a CPU-only trace: the compute
+    ops' own work is a small share of each step, the dispatch around them the rest."""
     if not m.has_gpu:
-        return None
+        return _cpu_overhead_bound(m)
     cpu = m.numbers["cpu"]["self_cpu_total_us"]
     dev = m.numbers["device"]["self_device_total_us"]
     busy = m.numbers["gpu"]["busy_pct_of_window"]
@@ -134,9 +234,10 @@ def overhead_bound(m: Model):
 @rule
 def compute_bound(m: Model):
     """Self CPU time total ≈ Self CUDA time total, both in ms (GPU busy most of the window):
-    compute-bound. The GPU is the bottleneck, which is usually what you want."""
+    compute-bound. The GPU is the bottleneck, which is usually what you want. On a CPU-only trace:
+    nearly all of each step is the compute ops' own work."""
     if not m.has_gpu:
-        return None
+        return _cpu_compute_bound(m)
     cpu = m.numbers["cpu"]["self_cpu_total_us"]
     dev = m.numbers["device"]["self_device_total_us"]
     busy = m.numbers["gpu"]["busy_pct_of_window"]
@@ -186,9 +287,13 @@ def hotspot_op(m: Model):
     if total <= 0 or top["self_cpu_us"] < 0.25 * total or top["self_cpu_us"] < 0.05 * m.window_us:
         return None  # (a few µs of ops in a long window, e.g. a trace of annotations, is no hotspot)
     share = 100 * top["self_cpu_us"] / total
+    per_call = top["self_cpu_us"] / max(top["calls"], 1)
+    hint = {"overhead": "each call is short: bigger batches or fewer calls amortise the dispatch",
+            "compute": "its own work is the cost: less arithmetic or a faster kernel for this shape and dtype"}.get(
+        _cpu_regime(m), "look at its shapes (record_shapes=True) and how often it is called")
     return Finding("hotspot_op", f"hotspot op: {top['name']} takes {share:.1f}% of the ops' self CPU time "
-                   f"({us(top['self_cpu_us'])} in {top['calls']:,} calls)",
-                   "start there: bigger batches or fewer calls amortise the dispatch",
+                   f"({us(top['self_cpu_us'])} in {top['calls']:,} calls, {us(per_call)} per call)",
+                   hint,
                    dict(op=top["name"], share_pct=_r(share), self_cpu_us=_r(top["self_cpu_us"]), calls=top["calls"]))
 
 
@@ -245,42 +350,101 @@ def _is_real_steps(m: Model) -> bool:
     return m.window_source == "ProfilerStep" and len(m.steps) >= 2
 
 
+def _warmed_up(m: Model) -> bool:
+    """The lesson that wrote the trace ran its workload un-profiled before profiling (--warmup)."""
+    knobs = m.knobs
+    return knobs is not None and knobs.warmup
+
+
+def _warmup_hint(knobs: RunKnobs | None) -> str:
+    """How to warm up, fitted to what the run did (a lesson's trace says; another trace does not)."""
+    if knobs is None:
+        return "warm up before profiling (a few un-profiled calls + synchronize) and/or use the schedule's warmup"
+    keep = "" if knobs.schedule.warmup else " and give the schedule a warmup step (the default 1,1,3)"
+    return f"run it again with --warmup ({knobs.script}.py: un-profiled calls + synchronize before profiling){keep}"
+
+
+def _cold_step(m: Model):
+    """The first step against the others, when it is wider beyond the others' noise in a run that did
+    not warm up (None otherwise)."""
+    if not _is_real_steps(m) or _warmed_up(m):
+        return None
+    cmp = first_vs_rest([s.dur for s in m.steps])
+    return cmp if cmp is not None and cmp.beyond_noise else None
+
+
 @rule
 def cold_first_step(m: Model):
     """First ProfilerStep much wider than the rest: cold-start overhead (workspace allocation,
-    cuBLAS heuristics, lazy module loading). Add warmup iterations and/or the schedule's warmup."""
+    cuBLAS heuristics, lazy module loading). Add warmup iterations and/or the schedule's warmup.
+    Never advised to a run that already warmed up, nor when the step is wider only within the
+    steps' own noise (noisy_steps says so instead)."""
+    cmp = _cold_step(m)
+    if cmp is None:
+        return None
+    rest = cmp.rest
+    others = f"{m.step_label(1)}..{m.step_label(len(m.steps) - 1)}" if len(m.steps) > 2 else m.step_label(1)
+    return Finding("cold_first_step", f"cold first step: {m.step_label(0)} took {us(cmp.first)}, {cmp.ratio:.1f}x the "
+                   f"median {us(rest.median)} of {others} (they range {us(rest.low)} to {us(rest.high)})",
+                   _warmup_hint(m.knobs),
+                   dict(first_step=m.steps[0].name, first_us=_r(cmp.first), median_others_us=_r(rest.median),
+                        others_range_us=[_r(rest.low), _r(rest.high)], ratio=_r(cmp.ratio, 2),
+                        warmed_up=_warmed_up(m) if m.knobs else None), level="warn")
+
+
+@rule
+def noisy_steps(m: Model):
+    """Step times that differ more than 2x from step to step: too noisy to judge a cold start or a
+    slower step on this machine (a busy CPU, another process). Profile more active steps, on an idle
+    machine, and read the median, not the mean."""
     if not _is_real_steps(m):
         return None
     durs = [s.dur for s in m.steps]
-    rest = float(np.median(durs[1:]))
-    first = durs[0]
-    if rest <= 0 or first < 1.5 * rest or first - rest < 5:
+    cold = _cold_step(m) is not None
+    judged = Spread(tuple(durs[1:] if cold else durs))
+    cmp = first_vs_rest(durs)
+    first_in_noise = cmp is not None and cmp.wider and not cmp.beyond_noise and not _warmed_up(m)
+    busy = _implausibly_slow(m)
+    if not judged.noisy and not first_in_noise and not busy:
         return None
-    others = f"{m.step_label(1)}..{m.step_label(len(m.steps) - 1)}" if len(m.steps) > 2 else m.step_label(1)
-    return Finding("cold_first_step", f"cold first step: {m.step_label(0)} took {us(first)}, {first / rest:.1f}x the "
-                   f"median {us(rest)} of {others}",
-                   "warm up before profiling (a few un-profiled calls + synchronize) and/or use the schedule's warmup",
-                   dict(first_step=m.steps[0].name, first_us=_r(first), median_others_us=_r(rest),
-                        ratio=_r(first / rest, 2)), level="warn")
+    which = "the steps after the cold first one" if cold else "the steps"
+    parts = [f"{which} take {us(judged.low)} to {us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x apart, "
+             f"median {us(judged.median)}): too noisy to judge step-to-step differences"]
+    if busy:
+        parts = [f"the matmul arithmetic ran at {_matmul_gflops(m) * 1e3:,.0f} MFLOP/s, far slower than any CPU "
+                 "multiplies matrices: the machine was busy (other programs, more threads than cores), so these "
+                 "timings cannot tell overhead-bound from compute-bound"] + (parts if judged.noisy else [])
+    if first_in_noise:
+        parts.append(f"{m.step_label(0)} is {cmp.ratio:.1f}x the others' median, but they vary as much: "
+                     "no telling a cold start from noise")
+    elif _warmed_up(m):
+        parts.append("the run was warmed up (--warmup), so a wide step is noise (the machine, the profiler), "
+                     "not a cold start")
+    hint_steps = f" (--schedule 1,1,10)" if m.knobs else ""
+    return Finding("noisy_steps", "; ".join(parts),
+                   f"profile more active steps{hint_steps} on an idle machine"
+                   + (" (or with OMP_NUM_THREADS=1 beside other work)" if busy else "") + " and compare medians, not means",
+                   dict(steps_us=[_r(d) for d in durs], judged_from=1 if cold else 0, median_us=_r(judged.median),
+                        max_over_min=_r(judged.high / max(judged.low, 1e-9), 2)), level="note")
 
 
 @rule
 def annotation_gap(m: Model):
     """Big gap between record_function("...") start and the first aten::* inside it: the same
-    cold-start tax, zoomed in. The annotation entered, but the dispatch hadn't happened yet."""
+    cold-start tax, zoomed in. The annotation entered, but the dispatch hadn't happened yet.
+    Not reported for a run that warmed up, nor when the first gap is inside the others' noise."""
     rows = [(i, r) for i, r in enumerate(m.step_rows) if r["annotation_gap_us"] is not None]
-    if len(rows) < 2 or rows[0][0] != 0:
+    if len(rows) < 2 or rows[0][0] != 0 or _warmed_up(m):
         return None
-    gaps = [r["annotation_gap_us"] for _, r in rows]
-    rest = float(np.median(gaps[1:]))
-    first = gaps[0]
-    if first < 2 * rest or first - rest < 5:
+    cmp = first_vs_rest([r["annotation_gap_us"] for _, r in rows])
+    if cmp is None or not cmp.beyond_noise or cmp.ratio < 2:
         return None
     r0 = rows[0][1]
     per = ", ".join(f"{m.step_label(i)} {us(r['annotation_gap_us'])}" for i, r in rows[:6])
-    return Finding("annotation_gap", f"record_function gap: '{r0['annotation']}' starts {us(first)} before its first "
-                   f"op ({r0['first_op']}) in {m.step_label(0)}, vs {us(rest)} in the other steps ({per})",
-                   "the cold-start tax again: warm up before profiling",
+    return Finding("annotation_gap", f"record_function gap: '{r0['annotation']}' starts {us(cmp.first)} before its "
+                   f"first op ({r0['first_op']}) in {m.step_label(0)}, vs {us(cmp.rest.median)} in the other steps "
+                   f"({per})",
+                   "the cold-start tax again: " + _warmup_hint(m.knobs),
                    dict(annotation=r0["annotation"], first_op=r0["first_op"],
                         gaps_us={m.steps[i].name: _r(r["annotation_gap_us"], 3) for i, r in rows}), level="warn")
 
@@ -528,9 +692,7 @@ def kernel_time_spread(m: Model):
 
 # ----------------------------------------------------------------------------- dispatch chain
 
-VIEW_OPS = ("aten::t", "aten::transpose", "aten::view", "aten::reshape", "aten::as_strided", "aten::_unsafe_view",
-            "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select",
-            "aten::alias", "aten::detach", "aten::numpy_T", "aten::view_as", "aten::unflatten", "aten::flatten")
+VIEW_OPS = N.VIEW_OPS
 
 
 @rule
@@ -616,22 +778,31 @@ def addmm_vs_mm_add(m: Model):
             pairs = int((same & is_add & prev_mm).sum())
     if not addmm and not pairs:
         return None
-    # On the CPU the bias seed copy is visible as an aten::copy_ inside aten::addmm: the analogue
-    # of the GPU's Memcpy DtoD before the GEMM (hidden_dtod_copy).
+    from_linear = _children_names(m, "aten::linear").get("aten::addmm", 0)
+    # On the CPU, addmm seeds its output with the bias (an aten::copy_ inside it), then the GEMM
+    # accumulates onto it. A GPU does something else, and which thing depends on the bias's shape.
     seed_copies = 0 if m.has_gpu else _children_names(m, "aten::addmm").get("aten::copy_", 0)
     parts = []
     if addmm:
-        parts.append(f"aten::addmm {addmm:,}x: bias add fused at the dispatcher (one GEMM, bias in the epilogue)")
+        via = f" ({from_linear:,} from nn.Linear's aten::linear)" if from_linear else ""
+        parts.append(f"aten::addmm {addmm:,}x{via}: the matmul and the bias add in one op, no separate aten::add")
     if seed_copies:
-        parts.append(f"each addmm first copies the bias into its output (aten::copy_ inside aten::addmm "
-                     f"{seed_copies:,}x, the CPU analogue of the GPU's Memcpy DtoD)")
+        parts.append(f"on the CPU each addmm first copies the bias into its output (aten::copy_ inside aten::addmm, "
+                     f"{seed_copies:,}x) and the GEMM accumulates onto it")
+    if addmm and not m.has_gpu:
+        if from_linear == addmm:
+            parts.append("on a GPU, nn.Linear's bias rides in the GEMM's epilogue instead, with no copy (Part 2)")
+        else:  # the bias's shape decides, and a trace without record_shapes does not hold it
+            parts.append("on a GPU, a 1-D bias (nn.Linear) rides in the GEMM's epilogue with no copy (Part 2), while "
+                         "a full 2-D bias (Part 1's compiled matmul + add) may first be copied into the output "
+                         "(a Memcpy DtoD, P1.17; depends on the torch version)")
     if pairs:
         two = "two ops, two kernels" if m.has_gpu else "two ops (two kernels on a GPU)"
         parts.append(f"aten::mm/matmul followed by aten::add {pairs:,}x: {two}")
-    hint = ("nn.Linear / torch.addmm / torch.compile fold the add into the GEMM's epilogue" if pairs else
-            "the GEMM kernel is the same as mm's; on CUDA the bias is first copied into the output (Memcpy DtoD)")
+    hint = ("nn.Linear / torch.addmm / torch.compile fold the add into one aten::addmm" if pairs else
+            "the GEMM is the same work as mm's; compare kernel names between eager and compiled runs")
     return Finding("addmm_vs_mm_add", "; ".join(parts), hint,
-                   dict(addmm=addmm, mm_add_pairs=pairs, bias_seed_copies=seed_copies))
+                   dict(addmm=addmm, addmm_from_linear=from_linear, mm_add_pairs=pairs, bias_seed_copies=seed_copies))
 
 
 # ----------------------------------------------------------------------------- torch.compile

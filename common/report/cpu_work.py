@@ -1,0 +1,132 @@
+"""The CPU analogue of overhead-bound vs compute-bound: each step's wall time split into the
+compute ops' own work and the dispatch around them.
+
+On a GPU the posts read the two totals of the profiler table: Self CPU (dispatch) against Self
+CUDA (the work). On the CPU both happen on the same thread, so the split is made in the call
+tree instead:
+
+- **compute**: the self time of the ops that do the arithmetic: ``aten::*`` ops that are neither
+  views/metadata (``aten::t``, ``aten::view``, ``aten::resolve_conj``...) nor dispatchers, and
+  Inductor's fused C++ kernels (``graph_0_cpp_fused_...``). An op is a *dispatcher* when its
+  child ops take at least half of its time (``aten::matmul`` -> ``aten::mm``, ``aten::linear`` ->
+  ``aten::addmm``): its own time is the hand-off, not the work.
+- **dispatch**: everything else in the step: the annotation, the dispatcher chain, views,
+  torch.compile's guards and wrappers, Python, the profiler's own bookkeeping.
+
+An op's self time still holds its own fixed cost (argument checks, allocation, picking a BLAS
+routine), so for tiny ops "compute" is an upper bound on the arithmetic; the time per call says
+which regime a run is in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from common.report import names as N
+
+DISPATCHER_SHARE = 0.5  # an op whose child ops take this share of its time is a dispatcher
+MAX_NAMED_OPS = 4
+STEP_LABEL = "ProfilerStep (Python and the profiler between ops)"
+
+
+@dataclass(frozen=True)
+class StepWork:
+    wall_us: float
+    compute_us: float
+    compute_calls: int
+
+    @property
+    def compute_pct(self) -> float:
+        return 100.0 * self.compute_us / self.wall_us if self.wall_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class OpTime:
+    name: str
+    self_us: float  # over all the steps
+    calls: int
+
+    @property
+    def per_call_us(self) -> float:
+        return self.self_us / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True)
+class CpuWork:
+    """Per step: the compute ops' self time; which ops those were, and what the dispatch was."""
+
+    steps: tuple[StepWork, ...]
+    compute_ops: tuple[OpTime, ...]  # heaviest first
+    dispatch: tuple[OpTime, ...]  # the other events' self time by name, heaviest first (ProfilerStep#N as one)
+
+    @property
+    def median_compute_pct(self) -> float:
+        return float(np.median([s.compute_pct for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def median_wall_us(self) -> float:
+        return float(np.median([s.wall_us for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def median_compute_us(self) -> float:
+        return float(np.median([s.compute_us for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def median_calls(self) -> float:
+        return float(np.median([s.compute_calls for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def per_call_us(self) -> float:
+        calls = sum(s.compute_calls for s in self.steps)
+        return sum(s.compute_us for s in self.steps) / calls if calls else 0.0
+
+    def op_names(self) -> str:
+        names = [op.name for op in self.compute_ops[:MAX_NAMED_OPS]]
+        more = len(self.compute_ops) - len(names)
+        return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _is_compute_name(name: str) -> bool:
+    if name.startswith("aten::"):
+        return name not in N.METADATA_OPS
+    return N.decode_fused(name) is not None
+
+
+def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
+                   parent: np.ndarray, step: np.ndarray, step_walls: list[float]) -> CpuWork | None:
+    """The split for every step, from the CPU call tree's columns (one row per CPU event).
+
+    ``is_op`` marks op events (not annotations, runtime calls or Python frames); ``step`` is the
+    step index of each event (-1 outside every step). None when there are no steps or no ops.
+    """
+    nsteps = len(step_walls)
+    if not nsteps or not is_op.any():
+        return None
+    compute_name = np.fromiter((_is_compute_name(n) for n in names), dtype=bool, count=len(names))
+    op_child = is_op & (parent >= 0)
+    child_dur = np.bincount(parent[op_child], weights=dur[op_child], minlength=dur.size)
+    dispatcher = child_dur >= DISPATCHER_SHARE * np.maximum(dur, 1e-9)
+    compute = is_op & compute_name[name] & ~dispatcher & (step >= 0)
+    sel = np.flatnonzero(compute)
+    per_step_us = np.bincount(step[sel], weights=self_us[sel], minlength=nsteps)
+    per_step_calls = np.bincount(step[sel], minlength=nsteps)
+    steps = tuple(StepWork(float(w), float(c), int(k)) for w, c, k in zip(step_walls, per_step_us, per_step_calls))
+    return CpuWork(steps, _by_name(sel, name, names, self_us),
+                   _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True))
+
+
+def _by_name(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray,
+             merge_steps: bool = False) -> tuple[OpTime, ...]:
+    """Self time and calls per name over the selected events, heaviest first."""
+    total = np.bincount(name[sel], weights=self_us[sel], minlength=len(names))
+    calls = np.bincount(name[sel], minlength=len(names))
+    merged: dict[str, list[float]] = {}
+    for i in np.flatnonzero(calls).tolist():
+        key = STEP_LABEL if merge_steps and names[i].startswith("ProfilerStep#") else names[i]
+        slot = merged.setdefault(key, [0.0, 0])
+        slot[0] += float(total[i])
+        slot[1] += int(calls[i])
+    rows = [OpTime(n, t, int(c)) for n, (t, c) in merged.items()]
+    return tuple(sorted(rows, key=lambda r: -r.self_us))

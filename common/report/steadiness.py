@@ -1,0 +1,98 @@
+"""Is a difference in timings real, or inside the step-to-step noise?
+
+A busy 2-core CPU runs the same 64x64 matmul in 40 µs one step and 11 ms the next; three steps are
+few. Before a rule calls the first step "cold" or a comparison calls one run faster, the
+difference must stand clear of the spread the steps themselves show. When it does not, the
+report says the timings are too noisy to judge rather than give advice.
+
+Pure functions over lists of durations (µs); no trace, no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+WIDER_RATIO = 1.5  # the first step must be at least this many times the others' median...
+WIDER_MIN_US = 5.0  # ...and this many µs longer, to count as wider at all
+NOISY_RATIO = 2.0  # steps whose max/min exceeds this are noisy (when the spread is also over NOISY_MIN_US)
+NOISY_MIN_US = 20.0
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median and range of a few durations."""
+
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return float(median(self.values)) if self.values else 0.0
+
+    @property
+    def low(self) -> float:
+        return min(self.values) if self.values else 0.0
+
+    @property
+    def high(self) -> float:
+        return max(self.values) if self.values else 0.0
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    @property
+    def noisy(self) -> bool:
+        """max/min over NOISY_RATIO (and more than NOISY_MIN_US apart): too noisy to read small differences."""
+        return len(self.values) >= 2 and self.width > NOISY_MIN_US and self.high > NOISY_RATIO * max(self.low, 1e-9)
+
+
+@dataclass(frozen=True)
+class FirstVsRest:
+    """The first of a series of durations against the others (the cold-start question)."""
+
+    first: float
+    rest: Spread
+
+    @property
+    def ratio(self) -> float:
+        return self.first / self.rest.median if self.rest.median > 0 else float("inf")
+
+    @property
+    def wider(self) -> bool:
+        """The first is clearly longer than the others' median (1.5x and 5 µs)."""
+        return bool(self.rest.values) and self.first >= WIDER_RATIO * self.rest.median and \
+            self.first - self.rest.median >= WIDER_MIN_US
+
+    @property
+    def beyond_noise(self) -> bool:
+        """Wider, and longer than the slowest of the others by more than the others' own spread."""
+        return self.wider and self.first - self.rest.high > max(self.rest.width, WIDER_MIN_US)
+
+
+def first_vs_rest(durations: list[float]) -> FirstVsRest | None:
+    if len(durations) < 2:
+        return None
+    return FirstVsRest(float(durations[0]), Spread(tuple(float(d) for d in durations[1:])))
+
+
+@dataclass(frozen=True)
+class TwoRuns:
+    """Step times of run A against run B: medians, ranges, and whether the gap is inside the noise."""
+
+    a: Spread
+    b: Spread
+
+    @property
+    def ratio(self) -> float | None:
+        """B's median over A's (0.5: B takes half the time)."""
+        return self.b.median / self.a.median if self.a.median > 0 else None
+
+    @property
+    def overlap(self) -> bool:
+        """The two ranges overlap: some step of the faster run was as slow as a step of the slower one."""
+        return self.a.low <= self.b.high and self.b.low <= self.a.high
+
+    @property
+    def inside_noise(self) -> bool:
+        return not self.a.values or not self.b.values or self.overlap

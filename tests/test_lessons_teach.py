@@ -1,0 +1,232 @@
+"""The lessons teach the posts right on the CPU: what the scripts and the report say fits the post
+the reader has open (names of experiments, cold start vs noise, overhead- vs compute-bound,
+nn.Linear's bias, medians in comparisons, commands that work where the reader stands)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.paths import parse_tag
+from conftest import REPO, run_script
+
+
+def trace(run) -> Path:
+    assert run.returncode == 0, run.stderr
+    (path,) = [p for p in run.trace_dir.iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return path
+
+
+def report(path: Path, *extra: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "common.report", str(path), "--json", *extra],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def findings(path: Path) -> dict[str, dict]:
+    return {f["rule"]: f for f in report(path)["findings"]}
+
+
+# ----------------------------------------------------------------------------- 1. names
+
+
+def test_experiments_do_not_overwrite_the_default_run(runs):
+    """A default run keeps the post's name; an experiment's knobs are in its own name, read back."""
+    default = trace(runs["01_default"]).name
+    experiment = trace(runs["01_cold_sched"]).name
+    shaped = trace(runs["01_gzip"]).name
+    assert default == "64_bf16_cold_eager.json"
+    assert experiment == "64_bf16_cold_eager_sched-0-0-5.json"
+    assert shaped == "16_fp32_warm_eager_sched-0-0-4_shapes.json.gz"
+    assert parse_tag(default).variants == ()
+    assert parse_tag(experiment).variant("sched") == "0-0-5"
+    tag = parse_tag(shaped)
+    assert (tag.shape, tag.dtype, tag.warm, tag.variants) == ((16,), "fp32", True, (("sched", "0-0-4"), ("shapes", "")))
+
+
+def test_the_trace_carries_the_runs_knobs(runs):
+    """The lesson writes its knobs into the trace's top-level metadata, for the report."""
+    with open(trace(runs["01_cold_sched"])) as f:
+        knobs = json.load(f)["lesson"]
+    assert knobs["script"] == "01_matmul_add" and knobs["warmup"] is False and knobs["shape"] == [64]
+    assert knobs["schedule"] == {"wait": 0, "warmup": 0, "active": 5, "repeat": 1}
+    with open(trace(runs["02_eager"])) as f:
+        assert json.load(f)["lesson"]["warmup"] is True  # 02 warms up by default
+
+
+# ----------------------------------------------------------------------------- 2. cold start vs noise
+
+
+@pytest.mark.parametrize("key", ["01_warm", "02_eager", "01_compile", "03_compile", "01_2048"])
+def test_warm_runs_never_get_the_warm_up_advice(runs, key):
+    f = findings(trace(runs[key]))
+    assert "cold_first_step" not in f and "annotation_gap" not in f
+    for finding in f.values():
+        assert "warm up" not in finding["hint"] and "--warmup" not in finding["hint"]
+    assert "warm up" not in runs[key].stdout.lower().replace("warm-up on", "")
+
+
+def test_a_cold_run_gets_the_warm_up_advice(runs):
+    """--schedule 0,0,5 without --warmup: step #0 is the workload's very first call."""
+    f = findings(trace(runs["01_cold_sched"]))
+    cold = f["cold_first_step"]
+    assert cold["evidence"]["first_step"] == "ProfilerStep#0" and cold["evidence"]["warmed_up"] is False
+    assert "--warmup" in cold["hint"] and "schedule a warmup step" in cold["hint"]
+    assert "cold first step" in runs["01_cold_sched"].stdout
+
+
+# ----------------------------------------------------------------------------- 4. overhead- vs compute-bound
+
+
+def test_size_64_is_overhead_bound_on_the_cpu(runs):
+    f = findings(trace(runs["01_default"]))
+    ev = f["overhead_bound"]["evidence"]
+    assert "compute_bound" not in f
+    assert ev["compute_pct"] < 75 and set(ev["compute_ops"]) == {"aten::mm", "aten::add"}
+    assert "aten::matmul" not in ev["compute_ops"]  # a dispatcher: its time is the hand-off to aten::mm
+    assert "bigger" in f["overhead_bound"]["hint"]
+    assert re.search(r"\d+% is dispatch", f["overhead_bound"]["message"])
+
+
+def test_size_2048_warm_is_compute_bound_on_the_cpu(runs):
+    f = findings(trace(runs["01_2048"]))
+    ev = f["compute_bound"]["evidence"]
+    assert "overhead_bound" not in f
+    assert ev["compute_pct"] >= 90 and ev["compute_ops"]["aten::mm"]["per_call_us"] > 1000
+    assert "amortise" not in f["hotspot_op"]["hint"]  # the hint fits the evidence: the work itself is the cost
+
+
+# ----------------------------------------------------------------------------- 5. nn.Linear's bias
+
+
+def test_eager_linear_is_not_told_it_copies_on_a_gpu(runs):
+    f = findings(trace(runs["02_eager"]))["addmm_vs_mm_add"]
+    assert f["evidence"]["addmm"] == 3 and f["evidence"]["addmm_from_linear"] == 3
+    assert "rides in the GEMM's epilogue instead, with no copy" in f["message"]
+    assert "on the CPU each addmm first copies" in f["message"]
+    assert "Memcpy DtoD" not in f["message"] and "DtoD" not in f["hint"]
+
+
+# ----------------------------------------------------------------------------- 3. compare medians
+
+
+def test_compare_reports_medians_and_the_noise(runs):
+    a, b = trace(runs["01_default"]), trace(runs["01_warm"])
+    proc = subprocess.run([sys.executable, "-m", "common.report", "--compare", str(a), str(b), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cpu = json.loads(proc.stdout)["summary"]["cpu"]
+    walls_a = sorted(s["wall_us"] for s in report(a)["steps"])
+    assert cpu["a_median_us"] == walls_a[1] and cpu["a_range_us"] == [walls_a[0], walls_a[2]]
+    assert isinstance(cpu["inside_noise"], bool)
+    text = subprocess.run([sys.executable, "-m", "common.report", "--compare", str(a), str(b)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"}).stdout
+    text = " ".join(text.split())
+    assert "median" in text and "mean" not in text
+    assert ("inside the step-to-step noise" in text) == cpu["inside_noise"]
+
+
+# ----------------------------------------------------------------------------- 7. commands from another folder
+
+
+def test_printed_commands_work_from_another_folder(tmp_path):
+    """`uv run --project DIR DIR/01_matmul_add.py` from elsewhere: the traces land here, and the
+    printed report/view commands run from here."""
+    proc = subprocess.run([sys.executable, str(REPO / "01_matmul_add.py"), "--size", "16", "--no-report"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "traces/01_matmul_add/16_bf16_cold_eager.json").exists()
+    view = next(line.strip() for line in proc.stdout.splitlines() if "common.view" in line)
+    words = shlex.split(view)
+    assert words[:4] == ["uv", "run", "--project", os.path.relpath(REPO, tmp_path)] or words[3] == str(REPO)
+    assert words[-1] == "traces/01_matmul_add/16_bf16_cold_eager.json"
+    report_cmd = words[:-2] + ["common.report", words[-1], "--short"]
+    ran = subprocess.run(report_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert "trace report traces/01_matmul_add/16_bf16_cold_eager.json" in ran.stdout
+    listing = subprocess.run(words[:-1] + ["--list"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert listing.returncode == 0 and "traces/01_matmul_add/16_bf16_cold_eager.json" in listing.stdout
+
+
+# ----------------------------------------------------------------------------- 8. 80 columns
+
+
+def _tables_truncated(text: str) -> list[str]:
+    """Header lines of rich tables that were cut (an ellipsis inside a ┃ or a box-less header)."""
+    return [line for line in text.splitlines() if "┃" in line and "…" in line]
+
+
+def _run80(*args: str, cwd: Path = REPO) -> str:
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.parametrize("which", ["cpu", "gpu"])
+def test_report_reads_at_80_columns(runs, which):
+    path = trace(runs["01_default"]) if which == "cpu" else REPO / "tests/data/traces/kineto/v100_resnet50_train.json.gz"
+    out = _run80("common.report", str(path))
+    assert not _tables_truncated(out), out
+    if which == "cpu":  # no columns or rows a CPU trace cannot fill
+        headers = " ".join(line for line in out.splitlines() if "┃" in line)
+        assert "device time" not in headers and "GPU busy" not in headers and "self device" not in headers
+        assert "compute" in headers and "│ memcpy" not in out
+
+
+def test_compare_reads_at_80_columns(runs):
+    out = _run80("common.report", "--compare", str(REPO / "tests/data/traces/hta/v100_ddp_rank1.json.gz"),
+                 str(REPO / "tests/data/traces/hta/a100_rank3.json.gz"))
+    assert not _tables_truncated(out) and "dev A" in out and "kernels per step" in out
+    head = [line for line in out.splitlines() if "step" in line and "CPU A" in line]
+    assert head and "…" not in head[0]
+
+
+def test_list_reads_at_80_columns(runs):
+    root = runs["01_cold_sched"].trace_dir
+    out = _run80("common.view", "--list", root.name, cwd=root.parent)  # paths relative to where you stand
+    assert out.splitlines()[1].strip() == f"{root.name}/64_bf16_cold_eager_sched-0-0-5.json"  # whole, to copy
+    assert "size 64, bf16, cold, eager; sched-0-0-5" in out
+
+
+# ----------------------------------------------------------------------------- 9. noise on stderr
+
+
+def test_the_lessons_stderr_is_quiet(runs):
+    """torch's warm-up warning (the posts' wait=0, warmup=0 experiment) and the CPU-only CUDA
+    notice are explained on the console, not dumped on stderr."""
+    for key in ("01_cold_sched", "01_compile", "03_compile"):
+        assert runs[key].stderr.strip() == "", runs[key].stderr
+    assert "schedule warmup=0" in runs["01_cold_sched"].stdout
+    assert re.search(r"the outputs match: the largest difference, .+, is .+% of the largest output value",
+                     runs["01_compile"].stdout.replace("\n", " "))
+
+
+def test_json_file_says_what_it_wrote(runs, tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "common.report", str(trace(runs["01_default"])), "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"wrote {out}") and "of JSON" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- 6. share
+
+
+def test_share_checks_the_login_before_the_run(tmp_path):
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "", "HUGGING_FACE_HUB_TOKEN": ""}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("HF_")}, **env}
+    env.pop("HF_TOKEN")
+    env.pop("HUGGING_FACE_HUB_TOKEN")
+    run = run_script("01_matmul_add.py", "--size", "16", "--share", "my-bucket", trace_dir=tmp_path / "out", env=env)
+    assert run.returncode == 2 and "not logged in" in run.stderr and run.stderr.count("\n") == 1
+    assert run.files() == [] and "profil" not in run.stdout  # refused before anything ran

@@ -1,0 +1,145 @@
+"""The CPU-side rules of issue "no finding contradicts a post", each both ways on synthetic traces:
+overhead- vs compute-bound on the CPU, cold start vs noise (with and without the lesson's knobs),
+nn.Linear's bias wording, and --compare by medians."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from common.report import analyze
+from common.report.compare import compare
+from common.report.steadiness import Spread, TwoRuns, first_vs_rest
+from conftest import REPO
+
+
+def X(name, ts, dur, cat="cpu_op", tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None, gap_us=None, flops=None):
+    """Steps of matmul_add -> aten::matmul -> aten::mm (+ resolve_conj), aten::add, CPU only.
+    ``warmup`` given: the lesson's "lesson" metadata says whether the run warmed up."""
+    ev = []
+    t = 0.0
+    for i, (wall, mm) in enumerate(zip(step_us, mm_us)):
+        t += (step_us[i - 1] + 1) if i else 0.0  # steps back to back
+        gap = (gap_us or [2.0] * len(step_us))[i]
+        ev += [X(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
+               X("matmul_add", t + 1, wall - 2, "user_annotation"),
+               X("aten::matmul", t + 1 + gap, mm + 1.0), X("aten::mm", t + 1.5 + gap, mm),
+               X("aten::resolve_conj", t + 1.6 + gap, 0.1),
+               X("aten::add", t + 3 + gap + mm, add_us)]
+    doc = {"traceEvents": ev}
+    if warmup is not None:
+        doc["lesson"] = {"script": "01_matmul_add", "tag": "64_bf16_x_eager", "shape": [64], "dtype": "bf16",
+                         "device": "cpu", "warmup": warmup, "warmup_calls": 3 if warmup else 0, "compile": False,
+                         "compile_mode": "default", "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+                         "matmul_flops_per_step": flops}
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def rules(path) -> dict:
+    return {f.rule: f for f in analyze(path)[1]}
+
+
+def test_cpu_overhead_bound_and_compute_bound(tmp_path):
+    small = rules(matmul_add_trace(tmp_path, "small.json", step_us=[60, 60, 60], mm_us=[20, 20, 20]))
+    ev = small["overhead_bound"].evidence
+    assert round(ev["compute_pct"]) == 40 and set(ev["compute_ops"]) == {"aten::mm", "aten::add"}
+    assert "compute_bound" not in small and "amortise" in small["hotspot_op"].hint
+    big = rules(matmul_add_trace(tmp_path, "big.json", step_us=[25_000] * 3, mm_us=[24_500] * 3))
+    assert big["compute_bound"].evidence["compute_pct"] >= 98 and "overhead_bound" not in big
+    assert "amortise" not in big["hotspot_op"].hint
+    # between the two thresholds, or steps that disagree: no verdict
+    mid = rules(matmul_add_trace(tmp_path, "mid.json", step_us=[100] * 3, mm_us=[80] * 3))
+    assert "overhead_bound" not in mid and "compute_bound" not in mid
+    split = rules(matmul_add_trace(tmp_path, "split.json", step_us=[100] * 3, mm_us=[20, 95, 50]))
+    assert "overhead_bound" not in split and "compute_bound" not in split
+
+
+def test_a_busy_machine_is_called_too_noisy_not_compute_bound(tmp_path):
+    """A 64x64 bf16 matmul that took 20 ms a call (two lessons and other work on 2 cores): the
+    arithmetic ran at 26 MFLOP/s, so the trace cannot tell overhead- from compute-bound."""
+    flops = 2 * 64 ** 3
+    busy = rules(matmul_add_trace(tmp_path, "busy.json", step_us=[20_100] * 3, mm_us=[20_000] * 3, warmup=True,
+                                  flops=flops))
+    assert "compute_bound" not in busy and "overhead_bound" not in busy
+    assert "the machine was busy" in busy["noisy_steps"].message and "OMP_NUM_THREADS=1" in busy["noisy_steps"].hint
+    idle = rules(matmul_add_trace(tmp_path, "idle.json", step_us=[60] * 3, mm_us=[25] * 3, warmup=True, flops=flops))
+    assert "noisy_steps" not in idle
+    ev = idle["overhead_bound"].evidence
+    assert ev["median_compute_us"] == 28.9  # aten::mm's self (25 less its resolve_conj child) + aten::add
+    assert ev["matmul_gflops"] == round(flops / 28.9 / 1e3, 2)
+    assert "GFLOP/s" in idle["overhead_bound"].message
+
+
+def test_cold_first_step_needs_a_cold_run_and_a_margin_over_the_noise(tmp_path):
+    cold = rules(matmul_add_trace(tmp_path, "cold.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=False))
+    assert cold["cold_first_step"].evidence["ratio"] > 3 and "--warmup" in cold["cold_first_step"].hint
+    assert "noisy_steps" not in cold
+    # the same numbers in a run whose trace says it warmed up: no advice, a noise note instead
+    warm = rules(matmul_add_trace(tmp_path, "warm.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=True))
+    assert "cold_first_step" not in warm and "annotation_gap" not in warm
+    assert "not a cold start" in warm["noisy_steps"].message
+    # a first step wider than the median, but no wider than the others vary: too noisy to judge
+    noisy = rules(matmul_add_trace(tmp_path, "noisy.json", step_us=[300, 60, 250], mm_us=[20] * 3, warmup=False))
+    assert "cold_first_step" not in noisy
+    assert "no telling a cold start from noise" in noisy["noisy_steps"].message
+    # steady steps: neither
+    steady = rules(matmul_add_trace(tmp_path, "steady.json", step_us=[62, 60, 61], mm_us=[20] * 3, warmup=False))
+    assert "cold_first_step" not in steady and "noisy_steps" not in steady
+
+
+def test_annotation_gap_is_not_advised_to_a_warm_run(tmp_path):
+    kw = dict(step_us=[400, 100, 100], mm_us=[20] * 3, gap_us=[228, 5, 5])
+    assert rules(matmul_add_trace(tmp_path, "c.json", warmup=False, **kw))["annotation_gap"].evidence[
+        "gaps_us"]["ProfilerStep#2"] == 228
+    assert "annotation_gap" not in rules(matmul_add_trace(tmp_path, "w.json", warmup=True, **kw))
+
+
+def test_knobs_are_read_from_the_trace(tmp_path):
+    m, _ = analyze(matmul_add_trace(tmp_path, "k.json", step_us=[60] * 3, mm_us=[20] * 3, warmup=True))
+    assert m.knobs.warmup and m.knobs.script == "01_matmul_add" and m.knobs.schedule.active == 3
+    m, _ = analyze(matmul_add_trace(tmp_path, "n.json", step_us=[60] * 3, mm_us=[20] * 3))
+    assert m.knobs is None
+
+
+def test_linear_wording_fits_part_2(tmp_path):
+    ev = []
+    for i in range(3):
+        t = 1000.0 * i
+        ev += [X(f"ProfilerStep#{i + 2}", t, 300, "user_annotation"), X("linear_fwd", t + 1, 290, "user_annotation"),
+               X("aten::linear", t + 5, 200), X("aten::t", t + 6, 5), X("aten::addmm", t + 20, 150),
+               X("aten::copy_", t + 22, 10)]
+    p = tmp_path / "lin.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    f = rules(p)["addmm_vs_mm_add"]
+    assert f.evidence == {"addmm": 3, "addmm_from_linear": 3, "mm_add_pairs": 0, "bias_seed_copies": 3}
+    assert "rides in the GEMM's epilogue instead, with no copy" in f.message and "DtoD" not in f.message + f.hint
+
+
+def test_steadiness_helpers():
+    assert first_vs_rest([400, 100, 104]).beyond_noise
+    assert not first_vs_rest([300, 60, 250]).beyond_noise and first_vs_rest([300, 60, 250]).wider
+    assert Spread((45, 6380)).noisy and not Spread((60, 61, 62)).noisy
+    assert TwoRuns(Spread((200, 900, 541)), Spread((190, 207, 250))).inside_noise
+    assert not TwoRuns(Spread((500, 510, 520)), Spread((200, 210, 220))).inside_noise
+
+
+def test_compare_uses_medians_not_means(tmp_path):
+    """One outlier step must not flip the lesson (P1.14): eager 100/100/1000 vs compiled 95/110/120."""
+    a = matmul_add_trace(tmp_path, "a.json", step_us=[100, 1000, 100], mm_us=[20] * 3)
+    b = matmul_add_trace(tmp_path, "b.json", step_us=[95, 110, 120], mm_us=[20] * 3)
+    c = compare(analyze(a)[0], analyze(b)[0])
+    cpu = c["summary"]["cpu"]
+    assert cpu["a_median_us"] == 100 and cpu["b_median_us"] == 110 and round(cpu["ratio"], 2) == 1.1
+    assert cpu["inside_noise"] and c["summary"]["device"] is None
+    out = subprocess.run([sys.executable, "-m", "common.report", "--compare", str(a), str(b)], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert "B's median is 1.10x A's" in out.stdout and "inside the step-to-step" in out.stdout
+    assert "dev A" not in out.stdout
