@@ -64,11 +64,8 @@ def positive_int(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class Schedule:
-    wait: int = 1
-    warmup: int = 1
-    active: int = 3
-    repeat: int = 1
+class Schedule(ScheduleKnobs):
+    """torch.profiler.schedule's four numbers (the posts' 1,1,3,1 by default), with what follows from them."""
 
     @property
     def steps(self) -> int:
@@ -343,7 +340,7 @@ def setup(
         script=args.script, tag=tag, shape=tuple(shape(args)), dtype=args.dtype, device=device.type,
         warmup=args.warmup, warmup_calls=WARMUP_CALLS if args.warmup else 0, compile=args.compile,
         compile_mode=args.compile_mode,
-        schedule=ScheduleKnobs(args.schedule.wait, args.schedule.warmup, args.schedule.active, args.schedule.repeat),
+        schedule=args.schedule,
         record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
         variants={k: v for k, v in own},
         matmul_flops_per_step=matmul_flops(args) if matmul_flops else None,
