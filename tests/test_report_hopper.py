@@ -3,7 +3,24 @@ occupancy queries or none, addmm with and without its bias copy (synthetic trace
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
+import gpu_synth as S
+from common.report import analyze
+from common.report.gpus import gpu_of
 from common.report.names import decode_gemm, describe_gemm, has_bias_epilogue, is_launch, is_occupancy_query
+
+MI250 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta" / "mi250_rocm_minitoy.json.gz"
+
+
+def findings(tmp_path, doc: dict, name: str = "t.json") -> dict:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return {f.rule: f for f in analyze(path)[1]}
+
 
 # ----------------------------------------------------------------------------- names
 
@@ -46,3 +63,73 @@ def test_launch_and_occupancy_families():
                  "cudaOccupancyMaxActiveClusters", "cuOccupancyMaxActiveClusters", "hipOccupancyMaxActiveBlocksPerMultiprocessor"):
         assert is_occupancy_query(name), name
     assert not is_occupancy_query("cudaFuncGetAttributes")
+
+
+def test_gpu_from_device_properties():
+    h200 = gpu_of([{"id": 0, "name": "NVIDIA H200", "computeMajor": 9, "computeMinor": 0}])
+    assert (h200.sm, h200.expects_gemm_occupancy_query) == ("sm_90", False)
+    a100 = gpu_of([{"id": 0, "name": "x", "computeMajor": 8}, {"id": 1, "name": "y", "computeMajor": 9}], 0)
+    assert (a100.sm, a100.expects_gemm_occupancy_query) == ("sm_80", True)
+    amd = gpu_of([{"id": 0, "name": "AMD Instinct MI250X", "computeMajor": 9, "computeMinor": 0}])
+    assert (amd.vendor, amd.sm, amd.expects_gemm_occupancy_query) == ("amd", None, False)  # gfx9 is not sm_90
+    assert gpu_of(None).expects_gemm_occupancy_query is None
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+def test_gemm_kernels_shows_the_bias_flag_as_p2_1_evidence(tmp_path):
+    f = findings(tmp_path, S.linear(S.H200))["gemm_kernels"]
+    assert f.evidence["bias_epilogue"] == [S.H200.linear_gemm]
+    assert "the bias rides in the GEMM's epilogue ('bias' flag in nvjet_sm90_tst_64x8_64x16_4x1_v_bz_bias_TNT)" in f.message
+    row = f.evidence["kernels"][0]
+    assert (row["tile"], row["stages"], row["cluster"], row["epilogue"]) == ("64x8", "64x16", "4x1", ["bias"])
+    a100 = findings(tmp_path, S.linear(S.A100), "a.json")["gemm_kernels"]
+    assert a100.evidence["bias_epilogue"] == [] and "epilogue" not in a100.message
+
+
+@pytest.mark.parametrize("style, queries", [(S.A100, ["cudaOccupancyMaxActiveBlocksPerMultiprocessor"]),
+                                            (S.A100_FLAGS, ["cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"]),
+                                            (S.H200_CLUSTER, ["cudaOccupancyMaxActiveClusters"])],
+                         ids=lambda v: getattr(v, "label", ""))
+def test_occupancy_rule_recognises_the_family(tmp_path, style, queries):
+    f = findings(tmp_path, S.matmul_add(style))["occupancy_query"]
+    ev = f.evidence
+    assert ev["queries"] == queries and ev["queried"] == 3 and ev["plain"] == 3
+    assert list(ev["queried_ops"]) == ["aten::mm"] and list(ev["plain_ops"]) == ["aten::add"]
+    assert (ev["gemm_launches"], ev["gemm_launches_queried"], ev["launch_calls"]) == (3, 3, [style.launch])
+    assert ev["compute_capability"] == f"sm_{style.major}0" and f.level == "info"
+
+
+def test_occupancy_rule_on_hopper_without_queries_says_it_is_expected(tmp_path):
+    f = findings(tmp_path, S.matmul_add(S.H200))["occupancy_query"]
+    assert f.level == "info" and f.evidence["queries_expected"] is False and f.evidence["queried"] == 0
+    assert f.evidence["launch_calls"] == ["cuLaunchKernelEx"] and f.evidence["gemm_launches"] == 3
+    assert "no occupancy query before the 3 GEMM launches (launched with cuLaunchKernelEx): expected on NVIDIA " \
+           "H200 (sm_90), sm_90 or newer" in f.message
+
+
+def test_occupancy_rule_notes_unqueried_gemms_below_sm90(tmp_path):
+    f = findings(tmp_path, S.mlp(S.A100, unqueried=1))["occupancy_query"]
+    assert f.level == "note" and f.evidence["gemm_launches_queried"] == 6 and f.evidence["gemm_launches"] == 9
+    assert "GEMM launches queried: 6 of 9" in f.message
+
+
+@pytest.mark.skipif(not MI250.exists(), reason="../shared/traces not present")
+def test_occupancy_rule_silent_on_amd_without_queries():
+    assert "occupancy_query" not in {f.rule for f in analyze(MI250)[1]}
+
+
+@pytest.mark.parametrize("style", [S.A100, S.H100_COPY], ids=lambda s: s.label)
+def test_hidden_dtod_copy_when_addmm_copies(tmp_path, style):
+    f = findings(tmp_path, S.compiled_matmul_add(style))["hidden_dtod_copy"]
+    assert f.evidence["variant"] == "copy" and f.evidence["pairs"] == 3 and f.evidence["gemm"] == style.addmm_gemm
+    assert "33.6 MB" in f.message and "torch versions differ" in f.hint
+
+
+def test_hidden_dtod_copy_says_when_addmm_does_not_copy(tmp_path):
+    f = findings(tmp_path, S.compiled_matmul_add(S.H200))["hidden_dtod_copy"]
+    assert f.evidence["variant"] == "no_copy" and f.evidence["addmm_gemms"] == 3
+    assert f.message.startswith("no bias seed copy: aten::addmm launches 3 GEMM kernels")
+    assert "depends on the torch version" in f.hint
+    assert "hidden_dtod_copy" not in findings(tmp_path, S.matmul_add(S.H200), "mm.json")  # no addmm: nothing to say
