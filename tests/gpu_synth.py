@@ -254,3 +254,27 @@ def table(cpu_ms: float, cuda_ms: float) -> str:
     """The end of a profiler table: its two totals."""
     return (f"-------------------------------------------------------\n"
             f"Self CPU time total: {cpu_ms:.3f}ms\nSelf CUDA time total: {cuda_ms * 1000:.3f}us\n")
+
+
+def write_run(folder: Path, doc: dict, table_text: str, tag: str = "64_bf16_cold_eager") -> Path:
+    """A lesson run's folder as run_all.py leaves it: the gzipped trace and the table."""
+    import gzip
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{tag}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (folder / f"{tag}.txt").write_text(table_text)
+    return folder
+
+
+def hopper_runs(base: Path, style: Style = H200, **broken) -> Path:
+    """GPU_RUNS_DIR-style folders (tests/gpu/lesson_runs.py keys) of synthetic runs in one style.
+    ``broken`` maps a key to the trace to use instead (to make one claim fail)."""
+    docs = dict(p1_64=(matmul_add(style), table(2.314, 0.012)),
+                p1_4096=(matmul_add(style, gemm_us=200.0, add_us=20.0), table(0.8, 0.65)),
+                p1_4096_compile=(compiled_matmul_add(style), table(1.6, 1.8)),
+                linear=(linear(style), table(0.9, 0.02)),
+                mlp=(mlp(style), table(1.2, 0.9)),
+                mlp_compile=(compiled_mlp(style), table(1.5, 0.8)))
+    for key, (doc, text) in docs.items():
+        write_run(base / key, broken.get(key, doc), text)
+    return base
