@@ -14,6 +14,7 @@ out). Exit status 0 when every run and test passed, 1 otherwise, 2 for bad input
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -23,6 +24,7 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -104,14 +106,10 @@ def _lesson(run: LessonRun, out: Path, carried_modules: set) -> Command:
 
 
 def _importable(module: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(module) is not None
 
 
 def _installed_dist(dist: str) -> bool:
-    from importlib import metadata
-
     try:
         metadata.distribution(dist)
     except metadata.PackageNotFoundError:
