@@ -17,7 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 import claims  # noqa: E402
 import gpu_synth as S  # noqa: E402
 
-SHARED_A100 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta" / "a100_rank3.json.gz"
+REPO = Path(__file__).resolve().parents[1]
+TRACES = next((d for d in (REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "traces") if d.is_dir()),
+              REPO / "tests" / "data" / "traces")
+A100_TRACE = TRACES / "hta" / "a100_rank3.json.gz"
 by_label = pytest.mark.parametrize("style", S.STYLES, ids=lambda s: s.label)
 
 
@@ -182,9 +185,9 @@ def test_record_appends_one_json_line_per_verdict(tmp_path):
     assert [(r["claim"], r["holds"]) for r in rows] == [("P1.3", True), ("P1.3", False)]
 
 
-@pytest.mark.skipif(not SHARED_A100.exists(), reason="../shared/traces not present")
+@pytest.mark.skipif(not A100_TRACE.exists(), reason="the real traces are not present")
 def test_real_a100_trace_names_are_in_the_families():
-    trace = claims.GpuTrace.read(SHARED_A100)
+    trace = claims.GpuTrace.read(A100_TRACE)
     runtime = {e["name"] for e in trace.events if e.get("cat") in claims.RUNTIME_CATS}
     assert {n for n in runtime if claims.N.is_occupancy_query(n)} == {"cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"}
     assert {n for n in runtime if claims.N.is_launch(n)} == {"cudaLaunchKernel"}

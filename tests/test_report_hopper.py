@@ -13,7 +13,10 @@ from common.report import analyze
 from common.report.gpus import gpu_of
 from common.report.names import decode_gemm, describe_gemm, has_bias_epilogue, is_launch, is_occupancy_query
 
-MI250 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta" / "mi250_rocm_minitoy.json.gz"
+REPO = Path(__file__).resolve().parents[1]
+TRACES = next((d for d in (REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "traces") if d.is_dir()),
+              REPO / "tests" / "data" / "traces")
+MI250 = TRACES / "hta" / "mi250_rocm_minitoy.json.gz"
 
 
 def findings(tmp_path, doc: dict, name: str = "t.json") -> dict:
@@ -115,7 +118,7 @@ def test_occupancy_rule_notes_unqueried_gemms_below_sm90(tmp_path):
     assert "GEMM launches queried: 6 of 9" in f.message
 
 
-@pytest.mark.skipif(not MI250.exists(), reason="../shared/traces not present")
+@pytest.mark.skipif(not MI250.exists(), reason="the real traces are not present")
 def test_occupancy_rule_silent_on_amd_without_queries():
     assert "occupancy_query" not in {f.rule for f in analyze(MI250)[1]}
 
