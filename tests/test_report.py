@@ -447,7 +447,12 @@ def test_rule_occupancy_query(tmp_path):
     ev = r["occupancy_query"].evidence
     assert ev["queried"] == 3 and ev["plain"] == 3
     assert list(ev["queried_ops"]) == ["aten::mm"] and list(ev["plain_ops"]) == ["aten::add"]
-    assert "occupancy_query" not in findings_of(gpu_trace(tmp_path, occupancy=False, name="u.json"))
+    assert (ev["gemm_launches"], ev["gemm_launches_queried"], ev["compute_capability"]) == (3, 3, "sm_80")
+    assert ev["queries_expected"] is True and r["occupancy_query"].level == "info"
+    # an A100 (below sm_90) without the query: said, as a departure from the posts
+    f = findings_of(gpu_trace(tmp_path, occupancy=False, name="u.json"))["occupancy_query"]
+    assert f.level == "note" and f.evidence["queried"] == 0 and f.evidence["gemm_launches"] == 3
+    assert "no occupancy query" in f.message and "sm_80" in f.message
 
 
 def test_rule_hidden_dtod_copy(tmp_path):

@@ -39,21 +39,37 @@ def report_json(path) -> dict:
 def print_short_report(path, console=None) -> None:
     """Print the compact report (header, headline numbers, findings; ~10-20 lines) of one trace.
 
-    The numbered scripts call this after exporting their trace. A trace the report cannot read
-    prints one line instead of raising.
+    The numbered scripts call this after exporting their trace. The report is a bonus: any failure
+    in it (a trace it cannot read, msgspec or numpy missing, a bug) prints one line instead of
+    raising, so the lesson still exits 0 with its files written.
     """
-    from rich.console import Console
-
-    from common.errors import BadInput
-    from common.report.render import render_short
-
-    console = console or Console()
     try:
-        m, findings = analyze(path)
-    except BadInput as exc:
-        console.print(f"[red]trace report unavailable[/]: {exc}")
+        from rich.console import Console
+
+        console = console or Console()
+    except ImportError as exc:  # no rich: one plain line
+        print(f"trace report unavailable: {_one_line(exc)}")
         return
-    render_short(m, findings, console)
+    try:
+        from common.report.render import render_short
+
+        m, findings = analyze(path)
+        render_short(m, findings, console)
+    except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
+        from rich.markup import escape
+
+        console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
+
+
+def _one_line(exc: Exception) -> str:
+    from common.errors import BadInput
+
+    text = (str(exc).strip().splitlines() or [""])[0]
+    if isinstance(exc, BadInput):
+        return text
+    if isinstance(exc, ImportError):
+        return f"{text} (the report needs msgspec and numpy: uv sync, or pip install msgspec numpy)"
+    return f"{type(exc).__name__}: {text}"
 
 
 def main(argv=None) -> int:

@@ -43,8 +43,7 @@ DEVICE_KIND_NAMES = ("kernel", "memcpy", "memset")
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 SYNC_NAMES = frozenset({"cudaDeviceSynchronize", "hipDeviceSynchronize"})
-OCCUPANCY_PREFIXES = ("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "hipOccupancyMaxActiveBlocksPerMultiprocessor",
-                      "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+OCCUPANCY_PREFIXES = N.OCCUPANCY_PREFIXES  # the family (cudaOccupancy..., cuOccupancy..., hipOccupancy...)
 MEMCPY_RUNTIME = ("cudaMemcpy", "hipMemcpy", "cuMemcpy")
 BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 

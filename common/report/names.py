@@ -62,15 +62,42 @@ def uses_tensor_cores(name: str) -> bool:
     return bool(_TENSOR_CORE.search(name))
 
 
+# ----------------------------------------------------------------------------- runtime API names
+
+# Kernel launches as the profiler names them: the runtime API (cudaLaunchKernel, and cudaLaunchKernelExC
+# for launches with attributes such as a cluster shape), the driver API (cuLaunchKernel, and
+# cuLaunchKernelEx, with which cuBLAS launches its Hopper nvjet kernels) and AMD's hip forms.
+_LAUNCH = re.compile(r"^(?:cudaLaunchKernel(?:ExC)?|cuLaunchKernel(?:Ex)?|hipLaunchKernel|hip(?:Ext)?ModuleLaunchKernel)"
+                     r"(?:_v\d+)?(?:_ptsz)?$")
+# The occupancy queries: cudaOccupancyMaxActiveBlocksPerMultiprocessor[WithFlags] (the posts' A100),
+# cudaOccupancyMaxActiveClusters (Hopper's cluster launches), the driver's cuOccupancy... and hipOccupancy...
+OCCUPANCY_PREFIXES = ("cudaOccupancy", "cuOccupancy", "hipOccupancy")
+
+
+def is_launch(name: str) -> bool:
+    """Whether a runtime/driver call launches a kernel (cudaLaunchKernel, cuLaunchKernelEx, ...)."""
+    return bool(_LAUNCH.match(name))
+
+
+def is_occupancy_query(name: str) -> bool:
+    """Whether a runtime/driver call is an occupancy query (cudaOccupancyMaxActiveBlocksPerMultiprocessor, ...)."""
+    return name.startswith(OCCUPANCY_PREFIXES)
+
+
 # ----------------------------------------------------------------------------- GEMM names
 
 _ARCHS = ("maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 _ARCH_RE = re.compile(r"(?:^|[^a-z0-9])(" + "|".join(_ARCHS) + r"|sm_?\d{2,3}a?)(?=_)", re.I)
 _CUTLASS_ARCH = re.compile(r"cutlass(?:3x)?_(?:sm)?(\d{2,3})_")
 _TILE = re.compile(r"(?:tilesize)?(?<![\dx])(\d{2,3})x(\d{2,3})(?:x(\d{1,3}))?(?![\dx])")
-_STAGES = re.compile(r"stages?_?(\d+x\d+|\d+)|_(\d{1,3}x\d)_(?=[nt]{2}[_>]|[nt]{2}$)")
 _LAYOUT = re.compile(r"_([nt]{2,3})(?=_|>|$|\))", re.I)
 _MMA = re.compile(r"(?:^|_)([sdhci])?(\d{3,6})gemm", re.I)
+_CUTLASS_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "tf32": "tf32", "f64": "fp64", "e4m3": "e4m3",
+                  "e5m2": "e5m2", "s8": "int8", "s32": "int32"}
+# nvjet's type code, one letter per operand: inputs, accumulator, output (tst = bf16 in, fp32 accumulate,
+# bf16 out). Read off names of runs whose dtypes are known; NVIDIA does not document the scheme.
+_NVJET_TYPES = {"t": "bf16", "h": "fp16", "s": "fp32"}
+EPILOGUE_FLAGS = ("bias", "relu", "gelu")  # nvjet flags naming an epilogue fused into the GEMM
 
 
 def _dtype(name: str) -> str | None:
@@ -87,15 +114,72 @@ def _dtype(name: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=None)
-def decode_gemm(name: str) -> dict | None:
-    """Library, arch, dtype, tile, stages, layout read off a GEMM kernel name; None if not a GEMM.
+def _decode_nvjet(name: str) -> dict | None:
+    """cuBLAS's nvjet kernels (Hopper and newer), read token by token:
 
-    ``ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn`` -> cuBLAS, ampere, bf16,
-    MMA s16816 (tensor cores, fp32 accumulate), tile 128x256, stages 64x3, layout nn.
+    ``nvjet_sm90_tst_192x208_64x4_2x1_v_bz_coopB_bias_TNT`` -> arch sm90, type code tst (bf16 in, fp32
+    accumulate, bf16 out), CTA tile 192x208 (M x N), k-tile 64 x 4 stages, cluster 2x1, flags v/bz/coopB
+    (kept verbatim), epilogue bias, layout TNT (op(A), op(B), then a third letter). Older cuBLAS names
+    leave out the arch (``nvjet_tst_...``).
     """
-    if kernel_category(name) != "gemm":
+    m = re.search(r"nvjet_\w+", name)
+    if not m:
         return None
+    parts = m.group(0).split("_")[1:]
+    out: dict = {"library": "cuBLAS (nvjet)"}
+    if parts and re.fullmatch(r"sm\d{2,3}[a-z]?", parts[0]):
+        out["arch"] = parts.pop(0)
+    if parts and re.fullmatch(r"[a-z]{3,5}", parts[0]):
+        code = parts.pop(0)
+        out["types"] = code
+        if len(code) == 3 and all(c in _NVJET_TYPES for c in code):
+            out["dtype"], out["accumulate"], out["output"] = (_NVJET_TYPES[c] for c in code)
+    shapes = []
+    while parts and re.fullmatch(r"\d+x\d+", parts[0]):
+        shapes.append(parts.pop(0))
+    out.update(zip(("tile", "stages", "cluster"), shapes))
+    if parts and re.fullmatch(r"[NT]{2,3}", parts[-1]):
+        out["layout"] = parts.pop()
+    out["flags"] = [p for p in parts if p and p not in EPILOGUE_FLAGS]
+    out["epilogue"] = [p for p in parts if p in EPILOGUE_FLAGS]
+    return out
+
+
+_CUTLASS3X = re.compile(r"cutlass3x_(sm\d+a?)_([a-z]+)_([a-z]+)_((?:[a-z0-9]+_)+?)(\d+x\d+x\d+)_(\d+x\d+x\d+)_(\d+)_"
+                        r"([nt]{2,3})_align(\d+)(?:_(\w+))?")
+
+
+def _decode_cutlass3x(name: str) -> dict | None:
+    """CUTLASS 3 kernels, named by CUTLASS's generator:
+
+    ``cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnn_align8_warpspecialized_
+    cooperative_epi_tma`` -> arch sm90, tensor-op GEMM, element types A bf16, B bf16, accumulator f32,
+    C bf16, D bf16, CTA tile 128x256x64 (M x N x K), cluster 2x1x1, stages 0 (= chosen by CUTLASS's
+    builder: auto), layouts tnn (A, B, C), 8-element alignment, kernel schedule warp-specialized
+    cooperative, epilogue schedule TMA.
+    """
+    m = _CUTLASS3X.search(name.lower())
+    if not m:
+        return None
+    arch, opcode, op, types, tile, cluster, stages, layout, align, schedule = m.groups()
+    elems = [_CUTLASS_TYPES.get(t, t) for t in types.rstrip("_").split("_")]
+    out: dict = {"library": "CUTLASS 3", "arch": arch, "op": f"{opcode} {op}", "tile": tile, "cluster": cluster,
+                 "stages": "auto" if stages == "0" else stages, "layout": layout, "align": int(align)}
+    if len(elems) >= 3:
+        out["dtype"] = elems[0] if elems[0] == elems[1] else f"{elems[0]} x {elems[1]}"
+        out["accumulate"] = elems[2]
+        out["output"] = elems[-1]
+    if schedule:
+        kernel, _, epi = schedule.partition("epi_")
+        if kernel.strip("_"):
+            out["schedule"] = kernel.strip("_").replace("_", " ")
+        if epi:
+            out["epilogue_schedule"] = epi.replace("_", " ")
+    return out
+
+
+def _decode_named(name: str) -> dict:
+    """cuBLAS/CUTLASS 2 names (ampere_..., volta_sgemm_..., sm90_xmma_..., cutlass_80_...), by pattern."""
     low = name.lower()
     out: dict = {}
     if "cutlass" in low and "cublas" not in low:
@@ -138,16 +222,43 @@ def decode_gemm(name: str) -> dict | None:
     lays = _LAYOUT.findall(name)
     if lays:
         out["layout"] = lays[0].lower() if len(lays[0]) == 2 or not lays[0].isupper() else lays[0]
+    return out
+
+
+@lru_cache(maxsize=None)
+def decode_gemm(name: str) -> dict | None:
+    """Library, arch, dtype, tile, stages, cluster, layout, flags read off a GEMM kernel name; None if not a GEMM.
+
+    ``ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn`` -> cuBLAS, ampere, bf16,
+    MMA s16816 (tensor cores, fp32 accumulate), tile 128x256, k-tile 64 x 3 stages, layout nn.
+    Hopper's ``nvjet_sm90_...`` and ``cutlass3x_sm90_...``: see :func:`_decode_nvjet`, :func:`_decode_cutlass3x`.
+    ``stages`` is "k-tile x stages" where the name gives both (``64x3``), else the stage count.
+    """
+    if kernel_category(name) != "gemm":
+        return None
+    out = _decode_nvjet(name) or _decode_cutlass3x(name) or _decode_named(name)
     out["tensor_cores"] = uses_tensor_cores(name)
     return out
 
 
+def has_bias_epilogue(d: dict) -> bool:
+    """Whether a decoded GEMM name says the bias add runs in the GEMM's epilogue (nvjet's ``bias`` flag)."""
+    return "bias" in d.get("epilogue", ())
+
+
 def describe_gemm(d: dict) -> str:
     parts = [d.get("library", "?")]
-    for key, label in (("arch", ""), ("dtype", ""), ("mma", "MMA "), ("tile", "tile "),
-                       ("stages", "stages "), ("layout", "layout ")):
+    stages = d.get("stages")
+    stage_label = "k-tile x stages " if stages and "x" in stages else "stages "
+    for key, label in (("arch", ""), ("op", ""), ("dtype", ""), ("accumulate", "accumulate "), ("mma", "MMA "),
+                       ("tile", "tile "), ("stages", stage_label), ("cluster", "cluster "), ("layout", "layout "),
+                       ("schedule", "schedule "), ("epilogue_schedule", "epilogue schedule ")):
         if d.get(key):
             parts.append(f"{label}{d[key]}")
+    if d.get("flags"):
+        parts.append("flags " + "/".join(d["flags"]))
+    if d.get("epilogue"):
+        parts.append("epilogue " + "+".join(d["epilogue"]))
     if d.get("tensor_cores"):
         parts.append("tensor cores")
     return ", ".join(parts)

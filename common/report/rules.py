@@ -16,9 +16,9 @@ import numpy as np
 
 from common.knobs import RunKnobs
 from common.report import names as N
+from common.report.gpus import Gpu, gpu_of
+from common.report.model import KERNEL, MEMCPY, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
 from common.report.steadiness import Spread, first_vs_rest
-from common.report.model import (KERNEL, MEMCPY, OCCUPANCY_PREFIXES, OP, RUNTIME, STEP_RE, SYNC_NAMES,
-                                 Model)
 
 
 @dataclass
@@ -455,26 +455,25 @@ def _runtime_order(m: Model):
     return rt
 
 
-@rule
-def occupancy_query(m: Model):
-    """cudaOccupancyMaxActiveBlocksPerMultiprocessor before a cudaLaunchKernel: a heavyweight,
-    adaptively-launched kernel (GEMM, conv); cuBLAS asks how many blocks fit on an SM to pick a
-    variant. A cudaLaunchKernel with no preceding query: an elementwise or reduction kernel with a
-    fixed, light footprint."""
+def trace_gpu(m: Model) -> Gpu:
+    """The GPU the trace's kernels ran on (its deviceProperties entry)."""
+    first = int(m.dev["device"][0]) if m.dev["n"] else None
+    return gpu_of(list(m.devices.values()), first)
+
+
+def _queried_kernels(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """(kernels with a correlated launch, whether an occupancy query came on that thread since its
+    previous launch), both indexed like ``m.dev``."""
     dev, cpu = m.dev, m.cpu
-    if not m.has_gpu:
-        return None
-    occ_ids = m.name_mask(lambda s: s.startswith(OCCUPANCY_PREFIXES))
+    kj = np.flatnonzero((dev["launch"] >= 0) & (dev["kind"] == KERNEL))
     rt = _runtime_order(m)
-    if not rt.size or not occ_ids[cpu["name"][rt]].any():
-        return None
-    is_occ = occ_ids[cpu["name"][rt]]
+    if not rt.size or not kj.size:
+        return kj, np.zeros(kj.size, dtype=bool)
+    is_occ = m.name_mask(N.is_occupancy_query)[cpu["name"][rt]]
     launch_mask = np.zeros(cpu["n"], dtype=bool)
-    kernel_launch = dev["launch"][(dev["launch"] >= 0) & (dev["kind"] == KERNEL)]
-    launch_mask[kernel_launch] = True
-    is_launch = launch_mask[rt]
+    launch_mask[dev["launch"][kj]] = True
     cq = np.cumsum(is_occ)
-    pos = np.flatnonzero(is_launch)
+    pos = np.flatnonzero(launch_mask[rt])
     thread = cpu["thread"][rt]
     prev = np.concatenate(([-1], pos[:-1]))  # previous launch position (any thread)
     same_thread = (prev >= 0) & (thread[np.maximum(prev, 0)] == thread[pos])
@@ -482,12 +481,34 @@ def occupancy_query(m: Model):
     # queries since the previous launch on this thread (or since the thread's first runtime call)
     first_of_thread = np.searchsorted(thread, thread[pos], side="left")
     base = np.where(same_thread, before, np.where(first_of_thread > 0, cq[np.maximum(first_of_thread - 1, 0)], 0))
-    queried = (cq[pos] - base) > 0
-    # per kernel: was its launch queried? which op launched it?
-    kj = np.flatnonzero((dev["launch"] >= 0) & (dev["kind"] == KERNEL))
     q_of_rt = np.zeros(rt.size, dtype=bool)
-    q_of_rt[pos] = queried
-    kq = q_of_rt[np.searchsorted(rt, dev["launch"][kj])]
+    q_of_rt[pos] = (cq[pos] - base) > 0
+    return kj, q_of_rt[np.searchsorted(rt, dev["launch"][kj])]
+
+
+def _names_of(m: Model, ids) -> list:
+    return sorted({m.names[i] for i in np.asarray(ids).tolist()})
+
+
+@rule
+def occupancy_query(m: Model):
+    """An occupancy query (cudaOccupancyMaxActiveBlocksPerMultiprocessor[WithFlags], ...MaxActiveClusters,
+    cuOccupancy..., hipOccupancy...) before a launch: a heavyweight, adaptively-launched kernel (GEMM,
+    conv); cuBLAS asks how many blocks fit on an SM to pick a variant. A launch with no preceding
+    query: an elementwise or reduction kernel with a fixed, light footprint. Below sm_90 (the posts'
+    A100) every cuBLAS GEMM launch follows a query; on sm_90+ (cuLaunchKernelEx) it is optional."""
+    if not m.has_gpu:
+        return None
+    dev, cpu = m.dev, m.cpu
+    gpu = trace_gpu(m)
+    kj, kq = _queried_kernels(m)
+    gemm = m.dev.get("category", np.zeros(dev["n"], np.int64))[kj] == list(N.CATEGORIES).index("gemm")
+    gemm_launches = _names_of(m, cpu["name"][dev["launch"][kj[gemm]]])
+    ev = dict(gpu=gpu.describe(), compute_capability=gpu.sm, queries_expected=gpu.expects_gemm_occupancy_query,
+              case=gpu.occupancy_case(), gemm_launches=int(gemm.sum()), gemm_launches_queried=int((gemm & kq).sum()),
+              launch_calls=gemm_launches)
+    if not kq.any():
+        return _no_occupancy_query(gpu, ev)
     kop = np.where(dev["op"][kj] >= 0, cpu["name"][np.maximum(dev["op"][kj], 0)], -1)
     kname = dev["name"][kj]
 
@@ -501,18 +522,40 @@ def occupancy_query(m: Model):
             out[m.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
         return out
 
+    queries = _names_of(m, cpu["name"][(cpu["kind"] == RUNTIME) & m.name_mask(N.is_occupancy_query)[cpu["name"]]])
     nq, npl = int(kq.sum()), int((~kq).sum())
-    if not nq:
-        return None
     tq, tp = top(kq), top(~kq)
     qtxt = ", ".join(f"{op} ({v['launches']}x → {v['kernels'][0]})" for op, v in tq.items())
     ptxt = ", ".join(f"{op} ({v['launches']}x)" for op, v in tp.items())
-    return Finding("occupancy_query", f"occupancy-queried launches: {nq:,} of {nq + npl:,} kernel launches follow a "
-                   f"cudaOccupancyMaxActiveBlocksPerMultiprocessor query: {qtxt}"
-                   + (f"; plain launches: {ptxt}" if ptxt else ""),
+    gtxt = f"; GEMM launches queried: {ev['gemm_launches_queried']} of {ev['gemm_launches']}" if ev["gemm_launches"] else ""
+    short = gpu.expects_gemm_occupancy_query and ev["gemm_launches_queried"] < ev["gemm_launches"]
+    return Finding("occupancy_query", f"occupancy-queried launches: {nq:,} of {nq + npl:,} kernel launches follow "
+                   f"an occupancy query ({', '.join(queries)}): {qtxt}" + (f"; plain launches: {ptxt}" if ptxt else "")
+                   + f"{gtxt} ({gpu.occupancy_case()})",
                    "queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
                    "elementwise/reduction kernels",
-                   dict(queried=nq, plain=npl, queried_ops=tq, plain_ops=tp))
+                   dict(ev, queried=nq, plain=npl, queried_ops=tq, plain_ops=tp, queries=queries),
+                   level="note" if short else "info")
+
+
+def _no_occupancy_query(gpu: Gpu, ev: dict):
+    """No launch follows an occupancy query: say whether that is expected on this GPU."""
+    expected = gpu.expects_gemm_occupancy_query
+    if not ev["gemm_launches"] or expected is None or gpu.vendor != "nvidia":
+        return None
+    launched = f" (launched with {', '.join(ev['launch_calls'])})" if ev["launch_calls"] else ""
+    if expected:
+        return Finding("occupancy_query", f"no occupancy query before any of the {ev['gemm_launches']:,} GEMM "
+                       f"launches{launched} on {gpu.describe()}: the posts' A100 shows "
+                       "cudaOccupancyMaxActiveBlocksPerMultiprocessor before every cuBLAS GEMM",
+                       "a library that caches its launch configuration, or a profiler that does not record the query",
+                       dict(ev, queried=0), level="note")
+    return Finding("occupancy_query", f"no occupancy query before the {ev['gemm_launches']:,} GEMM launches"
+                   f"{launched}: expected on {gpu.describe()}, sm_90 or newer, where cuBLAS need not query before "
+                   "a launch (the posts' A100 queries before every GEMM)",
+                   "on Hopper and newer tell GEMMs from light kernels by name (nvjet_/cutlass3x_) or by the op "
+                   "that launched them, not by a preceding query",
+                   dict(ev, queried=0))
 
 
 @rule
@@ -542,19 +585,14 @@ def long_final_sync(m: Model):
                         start_us=_r(a)))
 
 
-@rule
-def hidden_dtod_copy(m: Model):
-    """A cudaMemcpyAsync you didn't write / Memcpy DtoD immediately before a GEMM: often a hidden
-    device-to-device copy, e.g. addmm seeding its output with the bias before the GEMM epilogue
-    (the "fusion" is at the dispatcher level, not in the kernel)."""
-    dev, cpu = m.dev, m.cpu
-    if not m.has_gpu:
-        return None
+def _dtod_before_gemm(m: Model) -> list:
+    """(memcpy, kernel) index pairs in ``m.dev``: a Memcpy DtoD followed on its stream by a GEMM kernel."""
+    dev = m.dev
     dtod = m.name_mask(lambda s: "DtoD" in s or "Device -> Device" in s)
     cand = np.flatnonzero((dev["kind"] == MEMCPY) & dtod[dev["name"]])
-    if not cand.size:
-        return None
     cat = dev.get("category")
+    if not cand.size or cat is None:
+        return []
     gemm_code = list(N.CATEGORIES).index("gemm")
     # next device event on the same device and stream
     from common.report.model import factorize
@@ -568,11 +606,35 @@ def hidden_dtod_copy(m: Model):
         if r >= order.size:
             continue
         nxt = int(order[r])
-        if sid[nxt] != sid[c] or dev["kind"][nxt] != KERNEL or cat is None or cat[nxt] != gemm_code:
-            continue
-        pairs.append((c, nxt))
-    if not pairs:
+        if sid[nxt] == sid[c] and dev["kind"][nxt] == KERNEL and cat[nxt] == gemm_code:
+            pairs.append((c, nxt))
+    return pairs
+
+
+def _addmm_gemms(m: Model) -> np.ndarray:
+    """GEMM kernels launched from inside an aten::addmm (indices into ``m.dev``)."""
+    dev, cpu = m.dev, m.cpu
+    cat = dev.get("category")
+    if "aten::addmm" not in m.names or cat is None:
+        return np.empty(0, np.int64)
+    addmm = m.names.index("aten::addmm")
+    has_op = dev["op"] >= 0
+    by_addmm = has_op & (cpu["name"][np.where(has_op, dev["op"], 0)] == addmm)
+    return np.flatnonzero(by_addmm & (dev["kind"] == KERNEL) & (cat == list(N.CATEGORIES).index("gemm")))
+
+
+@rule
+def hidden_dtod_copy(m: Model):
+    """A cudaMemcpyAsync you didn't write / Memcpy DtoD immediately before a GEMM: often a hidden
+    device-to-device copy, e.g. addmm seeding its output with the bias before the GEMM epilogue
+    (the "fusion" is at the dispatcher level, not in the kernel). Whether addmm copies depends on
+    the torch version and the bias: the rule says which the trace shows."""
+    dev, cpu = m.dev, m.cpu
+    if not m.has_gpu:
         return None
+    pairs = _dtod_before_gemm(m)
+    if not pairs:
+        return _no_bias_copy(m)
     c, g = pairs[0]
     chain = []
     if dev["launch"][c] >= 0:
@@ -591,8 +653,22 @@ def hidden_dtod_copy(m: Model):
                    f"{us(float(np.median(dev['dur'][[p[0] for p in pairs]])))}, each right before GEMM "
                    f"{N.short_name(gname, 60)}{via}",
                    "the bias seed copy of addmm (out = bias, then GEMM with beta=1): fused at the dispatcher, not in "
-                   "the kernel; a custom/Triton epilogue would skip the copy",
-                   dict(pairs=len(pairs), bytes=b, gemm=gname, issued_by=chain))
+                   "the kernel; torch versions differ (recent ones may hand the bias to the GEMM without this copy)",
+                   dict(variant="copy", pairs=len(pairs), bytes=b, gemm=gname, issued_by=chain))
+
+
+def _no_bias_copy(m: Model):
+    """aten::addmm's GEMMs with no Memcpy DtoD before them: the other variant of the bias seed copy."""
+    gemms = _addmm_gemms(m)
+    if not gemms.size:
+        return None
+    names = _names_of(m, m.dev["name"][gemms])
+    return Finding("hidden_dtod_copy", f"no bias seed copy: aten::addmm launches {gemms.size:,} GEMM kernels "
+                   f"({', '.join(N.short_name(n, 60) for n in names[:2])}) with no Memcpy DtoD before them: the GEMM "
+                   "reads the bias itself", "the posts' Part 1 (compiled, A100, an older torch) shows a Memcpy DtoD "
+                   "seeding the output before the GEMM; whether addmm copies depends on the torch version and on the "
+                   "bias (a bias vector can ride in the GEMM's epilogue)",
+                   dict(variant="no_copy", pairs=0, addmm_gemms=int(gemms.size), gemm=names[0]))
 
 
 # ----------------------------------------------------------------------------- GPU lane
@@ -897,9 +973,11 @@ def fused_kernels(m: Model):
 
 @rule
 def gemm_kernels(m: Model):
-    """A kernel named like ampere_bf16_s16816gemm_...: the actual cuBLAS GPU work for a matmul;
-    the name carries library, arch, dtype, tile, stages and layout (nn/tn/nt); identical names
-    mean identical GPU work (typically the same in eager and compiled mode)."""
+    """A kernel named like ampere_bf16_s16816gemm_... or nvjet_sm90_tst_...: the actual cuBLAS GPU work
+    for a matmul; the name carries library, arch, dtype, tile, stages (and on Hopper the cluster shape
+    and epilogue flags) and layout (nn/tn/TNT); identical names mean identical GPU work (typically the
+    same in eager and compiled mode). A ``bias`` flag (nvjet_..._bias_...) shows the bias add riding in
+    the GEMM's epilogue: one kernel for nn.Linear's matmul + bias."""
     rows = [(k, N.decode_gemm(k["name"])) for k in m.kernels if k["category"] == "gemm"]
     rows = [(k, d) for k, d in rows if d]
     if not rows:
@@ -909,6 +987,10 @@ def gemm_kernels(m: Model):
     txt = "; ".join(f"{N.short_name(k['name'], 60)} = {N.describe_gemm(d)} ({k['calls']}x, median {us(k['median_us'])})"
                     for k, d in rows[:3])
     more = f" (+{len(rows) - 3} more)" if len(rows) > 3 else ""
-    return Finding("gemm_kernels", f"GEMM kernels ({share:.0f}% of kernel time, {us(total)}): {txt}{more}",
+    bias = [k["name"] for k, d in rows if N.has_bias_epilogue(d)]
+    epi = (f"; the bias rides in the GEMM's epilogue ('bias' flag in {N.short_name(bias[0], 60)}"
+           f"{f' and {len(bias) - 1} more' if len(bias) > 1 else ''}): matmul + bias in one kernel") if bias else ""
+    return Finding("gemm_kernels", f"GEMM kernels ({share:.0f}% of kernel time, {us(total)}): {txt}{more}{epi}",
                    "compare names between runs: the same name means the same GPU work",
-                   dict(kernels=[dict(name=k["name"], calls=k["calls"], total_us=_r(k["total_us"]), **d) for k, d in rows[:20]]))
+                   dict(kernels=[dict(name=k["name"], calls=k["calls"], total_us=_r(k["total_us"]), **d) for k, d in rows[:20]],
+                        bias_epilogue=bias))
