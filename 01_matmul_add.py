@@ -8,14 +8,17 @@
 Writes traces/01_matmul_add/<size>_<dtype>_<warm>_<mode>.txt (the table) and .json (the trace).
 """
 
-import torch
-
 from common.lesson import lesson_main, parser, positive_int, setup
 
 cli = parser("01_matmul_add", __doc__, warmup_default=False)  # Part 1 starts cold
 cli.add_argument("--size", type=positive_int, default=64, help="matrices are size x size (default: 64)")
 cli.add_argument("--batch", type=positive_int, default=None,
                  help="add a leading batch axis of this length, so aten::matmul dispatches aten::bmm")
+
+if __name__ == "__main__":
+    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+
+import torch  # noqa: E402
 
 
 # 1. The workload: a matrix multiplication followed by a bias add.

@@ -6,15 +6,18 @@
 Writes traces/02_linear/<batch>x<in_dim>x<out_dim>_<dtype>_<warm>_<mode>.txt and .json.
 """
 
-import torch
-from torch import nn
-
 from common.lesson import lesson_main, parser, positive_int, setup
 
 cli = parser("02_linear", __doc__, warmup_default=True)  # Part 2 warms up by default
 cli.add_argument("--batch", type=positive_int, default=1024, help="rows of the input (default: 1024)")
 cli.add_argument("--in_dim", type=positive_int, default=32, help="input features (default: 32)")
 cli.add_argument("--out_dim", type=positive_int, default=64, help="output features (default: 64)")
+
+if __name__ == "__main__":
+    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 @lesson_main

@@ -10,10 +10,6 @@ Writes traces/03_kernels_mlp/<batch>x<seq>x<dim>x<hidden>_<dtype>_<warm>_<mode>.
 
 from types import SimpleNamespace
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from common.errors import fail
 from common.lesson import lesson_main, parser, positive_int, setup
 
@@ -27,6 +23,13 @@ cli.add_argument("--dim", type=positive_int, default=768, help="model width (def
 cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
 cli.add_argument("--source", choices=("hub", "pip"), default="hub",
                  help="hub: kernels.get_kernel from the Hugging Face Hub (default); pip: the liger-kernel package")
+
+if __name__ == "__main__":
+    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 # The plain PyTorch MLP of 03_simple_mlp.py, to check the fused kernel's answer against.

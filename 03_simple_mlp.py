@@ -8,10 +8,6 @@ cpp.enable_kernel_profile is switched on for compiled CPU runs).
 Writes traces/03_simple_mlp/<batch>x<seq>x<dim>x<hidden>_<dtype>_<warm>_<mode>.txt and .json.
 """
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from common.lesson import lesson_main, parser, positive_int, setup
 
 cli = parser("03_simple_mlp", __doc__, warmup_default=True)
@@ -19,6 +15,13 @@ cli.add_argument("--batch", type=positive_int, default=64, help="sequences per b
 cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
 cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
 cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+
+if __name__ == "__main__":
+    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 # 1. The workload: down(gelu_tanh(gate(x)) * up(x)), three bias-free projections.

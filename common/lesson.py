@@ -3,6 +3,11 @@
 A script builds its parser with :func:`parser`, adds its own shape flags, then calls
 :func:`setup`, which validates everything before a byte is allocated or written and returns a
 :class:`Lesson`. The profiler loop itself stays in the script.
+
+Importing this module does not import torch (it takes seconds): a script parses its flags
+(``cli.parse_args()``) before its own ``import torch``, so ``--help``, an unknown flag or a bad
+value (``--size 0``, ``--dtype int8``, ``--schedule 1,1``) answer at once. torch is imported
+here only by what needs it (:func:`setup`'s device checks, :class:`Lesson`'s methods).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,15 +30,16 @@ from rich.markup import escape
 from common.commands import display_path, uv_run
 from common.errors import BadInput, CommandParser, fail
 from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
-from common.paths import (COMPILE_MODES, DTYPES as DTYPE_NAMES, Variant, atomic_path, make_tag, mode_label, table_file,
+from common.paths import (COMPILE_MODES, DTYPES, Variant, atomic_path, make_tag, mode_label, table_file,
                           trace_file)
 
-# Kineto prints its own stage and USDT log lines to stderr; silence them (set before any profiling).
+# Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-import torch  # noqa: E402  (after the environment above)
+if TYPE_CHECKING:
+    import torch
 
-DTYPES = dict(zip(DTYPE_NAMES, (torch.bfloat16, torch.float16, torch.float32)))  # bf16, fp16, fp32
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype -> the torch dtype's name
 # How far a compiled (or hand-tuned) output may stray from eager, relative to the output's scale.
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
 WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the posts)
@@ -139,8 +145,8 @@ class Lesson:
     """The validated run: device, dtype, file names, console. Created by :func:`setup`."""
 
     args: argparse.Namespace
-    device: torch.device
-    dtype: torch.dtype
+    device: "torch.device"
+    dtype: "torch.dtype"
     tag: str
     table_path: Path
     trace_path: Path
@@ -148,10 +154,12 @@ class Lesson:
     knobs: RunKnobs
     _labelled: bool = field(default=False, repr=False)
 
-    def label(self, prof: torch.profiler.profile) -> None:
+    def label(self, prof: "torch.profiler.profile") -> None:
         """Write the run's knobs into the trace's metadata (top-level ``"lesson"``), so the report
         knows what this run already did. Call it at the top of every profiled iteration: the
         profiler keeps metadata only while it records, so it is written once per recorded cycle."""
+        import torch
+
         action = prof.current_action
         recording = action in (torch.profiler.ProfilerAction.WARMUP, torch.profiler.ProfilerAction.RECORD,
                                torch.profiler.ProfilerAction.RECORD_AND_SAVE)
@@ -165,7 +173,9 @@ class Lesson:
         return self.device.type == "cuda"
 
     @property
-    def activities(self) -> list[torch.profiler.ProfilerActivity]:
+    def activities(self) -> "list[torch.profiler.ProfilerActivity]":
+        import torch
+
         acts = [torch.profiler.ProfilerActivity.CPU]
         if self.on_cuda:
             acts.append(torch.profiler.ProfilerActivity.CUDA)
@@ -178,6 +188,8 @@ class Lesson:
     def sync(self) -> None:
         """Wait for the device to finish queued work (a no-op on the CPU)."""
         if self.on_cuda:
+            import torch
+
             torch.cuda.synchronize(self.device)
 
     def busy(self, what: str, when: bool = True) -> contextlib.AbstractContextManager:
@@ -190,7 +202,7 @@ class Lesson:
         with atomic_path(self.table_path) as table_tmp, atomic_path(self.trace_path) as trace_tmp:
             yield table_tmp, trace_tmp
 
-    def check_close(self, got: torch.Tensor, want: torch.Tensor, what: str) -> bool:
+    def check_close(self, got: "torch.Tensor", want: "torch.Tensor", what: str) -> bool:
         """Say whether ``got`` matches ``want`` within the dtype's tolerance (relative to ``want``'s scale)."""
         diff = (got.float() - want.float()).abs().max().item()
         scale = max(want.float().abs().max().item(), 1e-12)
@@ -229,7 +241,9 @@ class Lesson:
         return 0
 
 
-def _resolve_device(choice: str, console: Console) -> torch.device:
+def _resolve_device(choice: str, console: Console) -> "torch.device":
+    import torch
+
     if choice == "cuda" and not torch.cuda.is_available():
         fail("--device cuda, but CUDA is not available on this machine (use --device cpu or auto)")
     if choice == "auto" and not torch.cuda.is_available():
@@ -239,14 +253,18 @@ def _resolve_device(choice: str, console: Console) -> torch.device:
     return torch.device("cuda" if choice in ("auto", "cuda") else "cpu")
 
 
-def _check_dtype(name: str, device: torch.device) -> None:
+def _check_dtype(name: str, device: "torch.device") -> None:
+    import torch
+
     if device.type == "cuda" and name == "bf16" and not torch.cuda.is_bf16_supported():
         fail(f"this GPU ({torch.cuda.get_device_name(device)}) does not support bf16; use --dtype fp16 or fp32")
 
 
-def free_bytes(device: torch.device) -> int:
+def free_bytes(device: "torch.device") -> int:
     """Memory the run may use now: free GPU memory, or the kernel's MemAvailable."""
     if device.type == "cuda":
+        import torch
+
         return torch.cuda.mem_get_info(device)[0]
     try:
         with open("/proc/meminfo") as f:
@@ -258,7 +276,7 @@ def free_bytes(device: torch.device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-def _check_fits(elements: int, dtype: torch.dtype, device: torch.device) -> None:
+def _check_fits(elements: int, dtype: "torch.dtype", device: "torch.device") -> None:
     need = elements * dtype.itemsize
     have = free_bytes(device)
     if need > MEMORY_HEADROOM * have:
@@ -311,18 +329,20 @@ def setup(
     ``matmul_flops`` counts the workload's matrix-multiply arithmetic per step (2*m*n*k per GEMM),
     so the report can say how fast the compute ran, and notice a machine too busy to judge.
     """
-    args = p.parse_args(argv)
+    args = p.parse_args(argv)  # --help and bad values end here (a script parses once before importing torch)
     console = Console(highlight=False)
     if args.share:
         from common.share import check_can_share
 
         check_can_share(args.share)  # the login and trace-util now, not after the run
+    import torch  # the device checks need it (the script has imported it already)
+
     if needs_cuda and (args.device == "cpu" or not torch.cuda.is_available()):
         fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
              f"{needs_cuda}")
     device = _resolve_device(args.device, console)
     _check_dtype(args.dtype, device)
-    dtype = DTYPES[args.dtype]
+    dtype = getattr(torch, TORCH_DTYPES[args.dtype])
     _check_fits(elements(args), dtype, device)
     if args.compile and device.type == "cpu":
         _check_compiler()
@@ -352,13 +372,15 @@ def setup(
     return lesson
 
 
-def _profiler_variants(args: argparse.Namespace, device: torch.device) -> list[Variant]:
+def _profiler_variants(args: argparse.Namespace, device: "torch.device") -> list[Variant]:
     """The common knobs that change the trace, as file-name variants (none for the posts' defaults)."""
     out: list[Variant] = []
     if args.schedule != Schedule():
         out.append(("sched", args.schedule.variant))
     out += [(knob, "") for knob, flag in (("shapes", "record_shapes"), ("mem", "profile_memory"),
                                            ("stack", "with_stack")) if getattr(args, flag)]
+    import torch
+
     if device.type == "cpu" and torch.cuda.is_available():
         out.append(("cpu", ""))  # the default run on this machine is on the GPU: keep both
     return out
@@ -375,6 +397,8 @@ def _quiet_what_the_lesson_explains(args: argparse.Namespace) -> None:
 
 
 def _describe(lesson: Lesson) -> None:
+    import torch
+
     a, c = lesson.args, lesson.console
     if lesson.on_cuda:
         where = f"{torch.cuda.get_device_name(lesson.device)} (CUDA {torch.version.cuda})"
@@ -400,15 +424,23 @@ def lesson_main(main: Callable[[], int | None]) -> Callable[[], int]:
             return main() or 0
         except BadInput as exc:
             print(f"error: {exc}", file=sys.stderr)
-        except torch.OutOfMemoryError:
-            print("error: out of device memory for these shapes; use smaller sizes", file=sys.stderr)
-        except RuntimeError as exc:
-            if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc).lower():
+        except RuntimeError as exc:  # torch.OutOfMemoryError is one
+            where = _out_of_memory(exc)
+            if where is None:
                 raise
-            print("error: out of memory for these shapes; use smaller sizes", file=sys.stderr)
+            print(f"error: out of {where}memory for these shapes; use smaller sizes", file=sys.stderr)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
         return 2
 
     return wrapper
+
+
+def _out_of_memory(exc: RuntimeError) -> str | None:
+    """"device " for torch's out-of-device-memory error, "" for the CPU allocator's, None otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(exc, torch.OutOfMemoryError):
+        return "device "
+    text = str(exc)
+    return "" if "not enough memory" in text or "can't allocate memory" in text.lower() else None
