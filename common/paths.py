@@ -25,6 +25,7 @@ DTYPES = ("bf16", "fp16", "fp32")
 WARMTHS = ("warm", "cold")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TRACE_SUFFIXES = (".json", ".json.gz")
+LARGE_TRACE_BYTES = 500_000_000  # Perfetto and TensorBoard become slow to open a trace this big
 
 
 def mode_label(compile: bool, compile_mode: str = "default") -> str:
@@ -71,10 +72,6 @@ class Tag:
     warm: bool
     mode: str  # eager | compile | compile-<torch.compile mode>
     variants: tuple[Variant, ...] = ()  # every knob besides the four above, in the name's order
-
-    @property
-    def compiled(self) -> bool:
-        return self.mode != "eager"
 
     def variant(self, knob: str) -> str | None:
         """The value of one variant (``""`` for a flag), None when the run did not set it."""
@@ -142,8 +139,3 @@ def atomic_path(final: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-
-
-def atomic_write_text(final: Path, text: str) -> None:
-    with atomic_path(final) as tmp:
-        tmp.write_text(text, encoding="utf-8")

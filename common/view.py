@@ -16,9 +16,9 @@ import errno
 import getpass
 import http.server
 import os
-import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 import webbrowser
@@ -33,11 +33,12 @@ from rich.table import Table
 
 from common.commands import display_path, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
-from common.paths import TRACE_SUFFIXES, parse_tag
+from common.report.inputs import shorten
+from common.paths import LARGE_TRACE_BYTES, TRACE_SUFFIXES, parse_tag
 
 UI_ORIGIN = "https://ui.perfetto.dev"
 PORT = 9001  # the only port the Perfetto UI fetches from (and trace_processor --httpd's)
-LARGE_BYTES = 500_000_000  # above this, the UI (and TensorBoard) become slow to open a trace
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")  # the Host a request may name (with the port): no DNS rebinding
 
 
 def perfetto_link(name: str, port: int = PORT) -> str:
@@ -60,6 +61,12 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         origin = self.headers.get("Origin")
         return origin is None or origin in self.server.origins  # no Origin: curl, not a browser page
 
+    def _host_ok(self) -> bool:
+        """The request names this server as 127.0.0.1:PORT or localhost:PORT. A page that rebinds its
+        own domain name to 127.0.0.1 sends its domain here, and is refused."""
+        port = self.server.server_address[1]
+        return self.headers.get("Host", "").lower() in {f"{name}:{port}" for name in LOOPBACK_NAMES}
+
     def _cors(self) -> None:
         origin = self.headers.get("Origin")
         self.send_header("Access-Control-Allow-Origin", origin if origin in self.server.origins else UI_ORIGIN)
@@ -75,6 +82,9 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _check(self) -> bool:
+        if not self._host_ok():
+            self._refuse(403, "host not allowed")
+            return False
         if not self._origin_ok():
             self._refuse(403, "origin not allowed")
             return False
@@ -107,23 +117,39 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         if not self._check():
             return
         trace = self.server.trace
-        gz = trace.name.endswith(".gz")
-        self.send_response(200)
-        self._cors()
-        # Served as stored: a .json.gz stays gzip bytes (no Content-Encoding), Perfetto unzips it.
-        self.send_header("Content-Type", "application/gzip" if gz else "application/json")
-        self.send_header("Content-Length", str(trace.stat().st_size))
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        if not body:
-            return
         try:
-            with trace.open("rb") as f:
-                shutil.copyfileobj(f, self.wfile, 1 << 20)
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            return  # the client went away mid-file: keep serving for the next try
-        self.server.served = True
+            f = trace.open("rb")
+        except OSError:
+            self._refuse(404, "not found")
+            return
+        with f:
+            size = os.fstat(f.fileno()).st_size  # the length promised is the length sent
+            self.send_response(200)
+            self._cors()
+            # Served as stored: a .json.gz stays gzip bytes (no Content-Encoding), Perfetto unzips it.
+            self.send_header("Content-Type", "application/gzip" if trace.name.endswith(".gz") else "application/json")
+            self.send_header("Content-Length", str(size))
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            if body and _send_exactly(f, self.wfile, size):
+                self.server.served = True  # every byte went out: the UI has the whole trace
+
+
+def _send_exactly(source, sink, size: int) -> bool:
+    """Copy ``size`` bytes; False when the client went away or the file ended early (a partial
+    download is not a fetch: keep serving for the next try)."""
+    sent = 0
+    try:
+        while sent < size:
+            chunk = source.read(min(1 << 20, size - sent))
+            if not chunk:
+                return False
+            sink.write(chunk)
+            sent += len(chunk)
+        sink.flush()
+    except OSError:  # BrokenPipeError, ConnectionResetError, a timeout
+        return False
+    return True
 
 
 class _OneFileServer(http.server.ThreadingHTTPServer):
@@ -157,15 +183,23 @@ def _has_display() -> bool:
 
 
 def _checked_trace(path: Path) -> Path:
-    if not path.exists():
-        fail(f"no such trace: {path}")
-    if path.is_dir():
-        fail(f"{path} is a folder; name one trace in it, or list them: uv run -m common.view --list {path}")
+    """The trace to serve: a readable regular file (never a device or FIFO, which would block or never end)."""
+    shown = shorten(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        fail(f"no such trace: {shown}")
+    except OSError as exc:
+        fail(f"cannot read {shown}: {exc.strerror or exc}")
+    if stat.S_ISDIR(info.st_mode):
+        fail(f"{shown} is a folder; name one trace in it, or list them: uv run -m common.view --list {shown}")
+    if not stat.S_ISREG(info.st_mode):
+        fail(f"{shown}: not a regular file (a device, FIFO or socket); name a trace file")
     try:
         with path.open("rb") as f:
             f.read(1)
     except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}")
+        fail(f"cannot read {shown}: {exc.strerror or exc}")
     return path.resolve()
 
 
@@ -189,7 +223,7 @@ def serve(
         if port != PORT:
             console.print(f"[yellow]note:[/] ui.perfetto.dev only fetches from port {PORT}; port {port} "
                           "suits a self-hosted UI or a test")
-        if size > LARGE_BYTES:
+        if size > LARGE_TRACE_BYTES:
             console.print(f"[yellow]note:[/] {decimal(size)} is large: the UI may be slow or run out of memory. "
                           "Record fewer active steps (--schedule 1,1,1) to shrink the trace.")
         if _over_ssh():
@@ -239,8 +273,14 @@ def list_traces(root: Path, console: Console | None = None) -> int:
     """The traces under ``root``, newest first: the path to copy on its own line (relative to the
     current folder), then what the name says of the run, its size and age. Reads at 80 columns."""
     console = console or Console(highlight=False)
-    if not root.is_dir():
-        fail(f"no such folder: {display_path(root)}")
+    try:
+        info = root.stat()
+    except FileNotFoundError:
+        fail(f"no such folder: {shorten(display_path(root))}")
+    except OSError as exc:
+        fail(f"cannot read {shorten(root)}: {exc.strerror or exc}")
+    if not stat.S_ISDIR(info.st_mode):
+        fail(f"--list lists a folder, and {shorten(display_path(root))} is a file; to open it, drop --list")
     traces = find_traces(root)
     if not traces:
         console.print(f"no traces under {display_path(root)}")
@@ -249,10 +289,10 @@ def list_traces(root: Path, console: Console | None = None) -> int:
                   padding=(0, 1))
     table.add_column("trace", no_wrap=True, overflow="fold")
     for p in traces:
-        stat = p.stat()
-        modified = datetime.fromtimestamp(stat.st_mtime).strftime("%Y-%m-%d %H:%M")
+        info = p.stat()
+        modified = datetime.fromtimestamp(info.st_mtime).strftime("%Y-%m-%d %H:%M")
         table.add_row(escape(display_path(p)))
-        table.add_row(f"  [dim]{escape(_knobs_text(p.name))}; {decimal(stat.st_size)}, {modified}[/]")
+        table.add_row(f"  [dim]{escape(_knobs_text(p.name))}; {decimal(info.st_size)}, {modified}[/]")
     console.print(table)
     console.print(f"open one: [cyan]{escape(uv_run('-m', 'common.view', 'TRACE'))}[/]")
     return 0
@@ -272,10 +312,12 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = CommandParser(prog="uv run -m common.view", description=__doc__.split("\n\n")[0])
-    p.add_argument("trace", nargs="?", type=Path, help="the .json or .json.gz trace to open")
-    p.add_argument("--list", nargs="?", const=Path("traces"), type=Path, metavar="DIR",
-                   help="list the traces under DIR (default: traces) instead, newest first")
+    p = CommandParser(prog="uv run -m common.view", description=__doc__.split("\n\n")[0],
+                      usage="%(prog)s TRACE [options]  |  %(prog)s --list [DIR]")
+    p.add_argument("path", nargs="?", type=Path, metavar="TRACE",
+                   help="the .json or .json.gz trace to open (with --list: the folder to list)")
+    p.add_argument("--list", action="store_true",
+                   help="list the traces under the folder given (default: traces) instead, newest first")
     p.add_argument("--port", type=int, default=PORT, help=f"port on 127.0.0.1 (default: {PORT}, the UI's)")
     p.add_argument("--no-browser", "--no_browser", action="store_true", help="only print the link")
     p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
@@ -288,17 +330,15 @@ def build_parser() -> argparse.ArgumentParser:
 @exit_on_bad_input
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.list is not None:
-        if args.trace is not None:
-            fail("give a TRACE to open or --list DIR, not both")
-        return list_traces(args.list)
-    if args.trace is None:
+    if args.list:
+        return list_traces(args.path if args.path is not None else Path("traces"))
+    if args.path is None:
         fail("name a trace to open (or --list to see them)")
     if not 0 < args.port < 65536:
         fail(f"--port {args.port} is not a port number")
     # Ctrl-C stops the server even when started from a shell that ignores SIGINT (a background job)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    return serve(args.trace, args.port, browser=not args.no_browser, timeout=args.timeout,
+    return serve(args.path, args.port, browser=not args.no_browser, timeout=args.timeout,
                  origins=tuple(args.allow_origin))
 
 

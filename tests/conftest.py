@@ -1,4 +1,9 @@
-"""Shared helpers: run the numbered scripts as a user would, read the traces they write."""
+"""Shared helpers: run the numbered scripts and the command lines as a user would, read the traces.
+
+Every test that runs a command line goes through :func:`run_module` (``python -m MODULE ...``)
+or :func:`run_script` (a lesson); the report's rules run strictly here: a rule that crashes
+raises instead of becoming a ``rule_error`` finding (REPORT_STRICT_RULES, inherited by every
+command the tests start)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_TRACES = REPO / "tests" / "data" / "traces"  # real traces from other tools (copies of ../shared/traces)
+DATA_TRACE_FILES = sorted(DATA_TRACES.rglob("*.json.gz"))
+
+os.environ["REPORT_STRICT_RULES"] = "1"  # a rule that crashes fails the test that ran it (see common/report/rules.py)
 
 # Small shapes keep every run to seconds on a 2-core CPU.
 SMALL_MLP = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256"]
@@ -37,16 +45,64 @@ class Run:
 
 
 def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict | None = None,
-               timeout: float = 300) -> Run:
-    """`python <script> ARGS --trace_dir DIR` from the repo root, as `uv run` would start it."""
+               timeout: float = 300, cwd: Path = REPO) -> Run:
+    """`python <script> ARGS --trace_dir DIR` from the repo root (or ``cwd``), as `uv run` would start it."""
     cmd = [sys.executable, str(REPO / script), *args]
     if trace_dir is not None:
         cmd += ["--trace_dir", str(trace_dir)]
     # two runs share this machine's 2 cores: one thread each, or their thread pools fight and a 64x64
     # matmul takes milliseconds (the report then rightly calls the timings too noisy to judge)
     full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=full_env, timeout=timeout)
-    return Run(script, list(args), trace_dir or REPO / "traces", proc.returncode, proc.stdout, proc.stderr)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, proc.stdout,
+               proc.stderr)
+
+
+def module_command(module: str, *args) -> list[str]:
+    """``python -m MODULE ARGS`` with this interpreter (a Popen of a long-running command uses it too)."""
+    return [sys.executable, "-m", module, *map(str, args)]
+
+
+def command_env(**extra: str) -> dict:
+    """The environment a test command runs in: this one, 200 columns (no wrapped lines to match), and ``extra``."""
+    return {**os.environ, "COLUMNS": "200", **extra}
+
+
+def run_module(module: str, *args, cwd: Path = REPO, env: dict | None = None, stdin: bytes | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` as a user runs it (text output; ``stdin`` bytes are fed to it)."""
+    proc = subprocess.run(module_command(module, *args), cwd=cwd, capture_output=True, timeout=timeout,
+                          env=env if env is not None else command_env(), input=stdin)
+    proc.stdout, proc.stderr = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    return proc
+
+
+def report_json(*args) -> dict:
+    """``common.report --json ARGS``, which must succeed, as a dict (or list)."""
+    proc = run_module("common.report", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def trace_of(run: Run) -> Path:
+    """The one trace a lesson run wrote."""
+    assert run.returncode == 0, run.stderr
+    (path,) = [p for p in run.trace_dir.iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return path
+
+
+def event(name: str, ts: float, dur: float, cat: str = "cpu_op", pid=100, tid=100, **args) -> dict:
+    """A complete event (``ph: "X"``) for a synthetic trace; keyword arguments become its ``args``."""
+    e = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+    if args:
+        e["args"] = args
+    return e
+
+
+def write_trace(path: Path, events: list, **top) -> Path:
+    """``{"traceEvents": events, **top}`` as JSON at ``path``."""
+    path.write_text(json.dumps({"traceEvents": events, **top}))
+    return path
 
 
 def load_events(path: Path) -> list[dict]:

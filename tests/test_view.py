@@ -8,15 +8,16 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO, module_command, run_module
+
 UI = "https://ui.perfetto.dev"
 TRACE = {"traceEvents": [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}
 
@@ -34,8 +35,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_view(*args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "common.view", *args], cwd=ROOT, env=env or clean_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return run_module("common.view", *args, env=env or clean_env(), timeout=timeout)
 
 
 class Viewer:
@@ -45,9 +45,8 @@ class Viewer:
         self.port = free_port()
         self.name = trace.name
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "common.view", str(trace), "--port", str(self.port), "--no-browser",
-             "--timeout", "30", *extra],
-            cwd=ROOT, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", *extra),
+            cwd=REPO, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         deadline = time.monotonic() + 15
         while True:
@@ -60,12 +59,20 @@ class Viewer:
                     raise AssertionError(f"viewer did not start: {self.proc.stderr.read()}")
                 time.sleep(0.05)
 
-    def raw(self, method: str, path: str, origin: str | None = UI, **headers: str) -> http.client.HTTPResponse:
-        """A request with the path exactly as given (no client-side normalisation)."""
+    def raw(self, method: str, path: str, origin: str | None = UI, host: str | None = None,
+            **headers: str) -> http.client.HTTPResponse:
+        """A request with the path exactly as given (no client-side normalisation); ``host`` replaces the
+        Host header http.client sends (127.0.0.1:PORT)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
         if origin:
             headers["Origin"] = origin
-        conn.request(method, path, headers=headers)
+        if host is not None:
+            conn.putrequest(method, path, skip_host=True)
+            for key, value in {"Host": host, **headers}.items():
+                conn.putheader(key, value)
+            conn.endheaders()
+        else:
+            conn.request(method, path, headers=headers)
         resp = conn.getresponse()
         resp.body = resp.read()
         conn.close()
@@ -260,9 +267,39 @@ def test_list_decodes_names_newest_first(tmp_path):
 def test_list_default_dir_and_missing_dir(tmp_path):
     (tmp_path / "traces" / "02_linear").mkdir(parents=True)
     (tmp_path / "traces" / "02_linear" / "1024x32x64_bf16_warm_eager.json").write_text("{}")
-    env = clean_env(PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "common.view", "--list"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=30)
+    env = clean_env(PYTHONPATH=str(REPO))
+    r = run_module("common.view", "--list", cwd=tmp_path, env=env, timeout=30)
     assert r.returncode == 0 and "traces/02_linear/1024x32x64_bf16_warm_eager.json" in r.stdout
     r = run_view("--list", str(tmp_path / "nowhere"))
     assert r.returncode == 2 and r.stderr.startswith("error: no such folder")
+
+
+@pytest.mark.parametrize("host", ["evil.example:PORT", "evil.example", "127.0.0.1:1", "localhost", "",
+                                  "127.0.0.1.evil.example:PORT", "LOCALHOST:PORT."])
+def test_dns_rebinding_is_refused(traces, viewer_factory, host):
+    """A page whose own domain now resolves to 127.0.0.1 sends its domain as Host: 403, nothing leaks."""
+    v = viewer_factory(traces["json"])
+    resp = v.raw("GET", f"/{v.name}", origin=None, host=host.replace("PORT", str(v.port)))
+    assert resp.status == 403 and b"traceEvents" not in resp.body
+    assert v.proc.poll() is None  # still waiting for the real UI
+    for good in (f"127.0.0.1:{v.port}", f"localhost:{v.port}", f"LocalHost:{v.port}"):
+        assert v.raw("HEAD", f"/{v.name}", host=good).status == 200
+    assert v.fetch()[0].status == 200
+    assert v.wait()[0] == 0
+
+
+def test_an_aborted_download_does_not_stop_it(tmp_path, viewer_factory):
+    """A client that reads part of the file and leaves is not the UI having the trace: keep serving."""
+    big = tmp_path / "64_bf16_cold_eager.json"
+    big.write_bytes(b'{"traceEvents": []}' + b" " * (64 << 20))
+    v = viewer_factory(big)
+    with socket.create_connection(("127.0.0.1", v.port), timeout=5) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(f"GET /{v.name} HTTP/1.1\r\nHost: 127.0.0.1:{v.port}\r\nOrigin: {UI}\r\n\r\n".encode())
+        assert s.recv(4096).startswith(b"HTTP/1.0 200")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, not a clean close
+    time.sleep(1.0)
+    assert v.proc.poll() is None, v.proc.stdout.read()
+    resp, body = v.fetch()
+    assert resp.status == 200 and len(body) == big.stat().st_size
+    assert v.wait(timeout=30)[0] == 0
