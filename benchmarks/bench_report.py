@@ -11,7 +11,7 @@ of JSON and 2.6 M events, written to ``benchmarks/data/`` (git-ignored).
 
 Each figure is the median of several runs, each run in its own subprocess so that its peak RSS
 can be read with ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``:
-- ``report``: ``python -m common.report FILE --json /dev/null`` (load, model, rules, render);
+- ``report``: ``python -m common.report --json FILE -o /dev/null`` (load, model, rules, render);
 - ``json.load``: a bare ``json.load`` of the same file (the floor a naive reader starts from).
 The measured figures are in ``benchmarks/README.md``.
 """
@@ -134,7 +134,7 @@ import json, os, resource, subprocess, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 t = time.perf_counter()
 if mode == "report":
-    rc = subprocess.call([sys.executable, "-m", "common.report", path, "--json", os.devnull])
+    rc = subprocess.call([sys.executable, "-m", "common.report", "--json", path, "-o", os.devnull])
 elif mode == "report-rich":
     with open(os.devnull, "w") as null:
         rc = subprocess.call([sys.executable, "-m", "common.report", path], stdout=null, env={**os.environ, "COLUMNS": "200"})

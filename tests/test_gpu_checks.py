@@ -16,11 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 import claims  # noqa: E402
 import gpu_synth as S  # noqa: E402
+from conftest import DATA_TRACES  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-TRACES = next((d for d in (REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "traces") if d.is_dir()),
-              REPO / "tests" / "data" / "traces")
-A100_TRACE = TRACES / "hta" / "a100_rank3.json.gz"
+A100_TRACE = DATA_TRACES / "hta" / "a100_rank3.json.gz"
 by_label = pytest.mark.parametrize("style", S.STYLES, ids=lambda s: s.label)
 
 
@@ -189,6 +187,6 @@ def test_record_appends_one_json_line_per_verdict(tmp_path):
 def test_real_a100_trace_names_are_in_the_families():
     trace = claims.GpuTrace.read(A100_TRACE)
     runtime = {e["name"] for e in trace.events if e.get("cat") in claims.RUNTIME_CATS}
-    assert {n for n in runtime if claims.N.is_occupancy_query(n)} == {"cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"}
-    assert {n for n in runtime if claims.N.is_launch(n)} == {"cudaLaunchKernel"}
+    assert {n for n in runtime if claims.trace_names.is_occupancy_query(n)} == {"cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"}
+    assert {n for n in runtime if claims.trace_names.is_launch(n)} == {"cudaLaunchKernel"}
     assert trace.gpu.sm == "sm_80" and trace.gpu.expects_gemm_occupancy_query is True

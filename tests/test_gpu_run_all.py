@@ -20,11 +20,11 @@ sys.path.insert(0, str(GPU))
 import claims  # noqa: E402
 import claims_doc  # noqa: E402
 import gpu_synth as S  # noqa: E402
+from conftest import REPO  # noqa: E402
 import run_all  # noqa: E402
 import wheels as W  # noqa: E402
 from lesson_runs import RUNS  # noqa: E402
 
-REPO = GPU.parents[1]
 DOC = REPO / "docs" / "gpu-claims.md"
 
 

@@ -9,30 +9,16 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from common.paths import parse_tag
-from conftest import REPO, run_script
-
-
-def trace(run) -> Path:
-    assert run.returncode == 0, run.stderr
-    (path,) = [p for p in run.trace_dir.iterdir() if p.name.endswith((".json", ".json.gz"))]
-    return path
-
-
-def report(path: Path, *extra: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "common.report", str(path), "--json", *extra],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+from conftest import DATA_TRACES, REPO, command_env, report_json, run_module, run_script, trace_of as trace
 
 
 def findings(path: Path) -> dict[str, dict]:
-    return {f["rule"]: f for f in report(path)["findings"]}
+    return {f["rule"]: f for f in report_json(path)["findings"]}
 
 
 # ----------------------------------------------------------------------------- 1. names
@@ -120,15 +106,11 @@ def test_eager_linear_is_not_told_it_copies_on_a_gpu(runs):
 
 def test_compare_reports_medians_and_the_noise(runs):
     a, b = trace(runs["01_default"]), trace(runs["01_warm"])
-    proc = subprocess.run([sys.executable, "-m", "common.report", "--compare", str(a), str(b), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    cpu = json.loads(proc.stdout)["summary"]["cpu"]
-    walls_a = sorted(s["wall_us"] for s in report(a)["steps"])
+    cpu = report_json("--compare", a, b)["summary"]["cpu"]
+    walls_a = sorted(s["wall_us"] for s in report_json(a)["steps"])
     assert cpu["a_median_us"] == walls_a[1] and cpu["a_range_us"] == [walls_a[0], walls_a[2]]
     assert isinstance(cpu["inside_noise"], bool)
-    text = subprocess.run([sys.executable, "-m", "common.report", "--compare", str(a), str(b)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"}).stdout
+    text = run_module("common.report", "--compare", a, b, env=command_env(COLUMNS="80")).stdout
     text = " ".join(text.split())
     assert "median" in text and "mean" not in text
     assert ("inside the step-to-step noise" in text) == cpu["inside_noise"]
@@ -140,17 +122,15 @@ def test_compare_reports_medians_and_the_noise(runs):
 def test_printed_commands_work_from_another_folder(tmp_path):
     """`uv run --project DIR DIR/01_matmul_add.py` from elsewhere: the traces land here, and the
     printed report/view commands run from here."""
-    proc = subprocess.run([sys.executable, str(REPO / "01_matmul_add.py"), "--size", "16", "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "300"})
+    proc = run_script("01_matmul_add.py", "--size", "16", "--no-report", cwd=tmp_path, env={"COLUMNS": "300"})
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "traces/01_matmul_add/16_bf16_cold_eager.json").exists()
+    assert proc.files() == ["16_bf16_cold_eager.json", "16_bf16_cold_eager.txt"]  # under tmp_path/traces
     view = next(line.strip() for line in proc.stdout.splitlines() if "common.view" in line)
     words = shlex.split(view)
     assert words[:4] == ["uv", "run", "--project", os.path.relpath(REPO, tmp_path)] or words[3] == str(REPO)
     assert words[-1] == "traces/01_matmul_add/16_bf16_cold_eager.json"
-    report_cmd = words[:-2] + ["common.report", words[-1], "--short"]
-    ran = subprocess.run(report_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    report_cmd = words[:-2] + ["common.report", words[-1], "--short"]  # the printed command, as the reader types it
+    ran = subprocess.run(report_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)  # `uv run ...` itself
     assert ran.returncode == 0, ran.stderr
     assert "trace report traces/01_matmul_add/16_bf16_cold_eager.json" in ran.stdout
     listing = subprocess.run(words[:-1] + ["--list"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -165,9 +145,8 @@ def _tables_truncated(text: str) -> list[str]:
     return [line for line in text.splitlines() if "┃" in line and "…" in line]
 
 
-def _run80(*args: str, cwd: Path = REPO) -> str:
-    proc = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO)})
+def _run80(module: str, *args: str, cwd: Path = REPO) -> str:
+    proc = run_module(module, *args, cwd=cwd, env=command_env(COLUMNS="80", PYTHONPATH=str(REPO)))
     assert proc.returncode == 0, proc.stderr
     assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
     return proc.stdout
@@ -175,7 +154,7 @@ def _run80(*args: str, cwd: Path = REPO) -> str:
 
 @pytest.mark.parametrize("which", ["cpu", "gpu"])
 def test_report_reads_at_80_columns(runs, which):
-    path = trace(runs["01_default"]) if which == "cpu" else REPO / "tests/data/traces/kineto/v100_resnet50_train.json.gz"
+    path = trace(runs["01_default"]) if which == "cpu" else DATA_TRACES / "kineto/v100_resnet50_train.json.gz"
     out = _run80("common.report", str(path))
     assert not _tables_truncated(out), out
     if which == "cpu":  # no columns or rows a CPU trace cannot fill
@@ -185,8 +164,8 @@ def test_report_reads_at_80_columns(runs, which):
 
 
 def test_compare_reads_at_80_columns(runs):
-    out = _run80("common.report", "--compare", str(REPO / "tests/data/traces/hta/v100_ddp_rank1.json.gz"),
-                 str(REPO / "tests/data/traces/hta/a100_rank3.json.gz"))
+    out = _run80("common.report", "--compare", str(DATA_TRACES / "hta/v100_ddp_rank1.json.gz"),
+                 str(DATA_TRACES / "hta/a100_rank3.json.gz"))
     assert not _tables_truncated(out) and "dev A" in out and "kernels per step" in out
     head = [line for line in out.splitlines() if "step" in line and "CPU A" in line]
     assert head and "…" not in head[0]
@@ -210,13 +189,6 @@ def test_the_lessons_stderr_is_quiet(runs):
     assert "schedule warmup=0" in runs["01_cold_sched"].stdout
     assert re.search(r"the outputs match: the largest difference, .+, is .+% of the largest output value",
                      runs["01_compile"].stdout.replace("\n", " "))
-
-
-def test_json_file_says_what_it_wrote(runs, tmp_path):
-    out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "common.report", str(trace(runs["01_default"])), "--json", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.startswith(f"wrote {out}") and "of JSON" in proc.stdout
 
 
 # ----------------------------------------------------------------------------- 6. share

@@ -5,17 +5,11 @@ nn.Linear's bias wording, and --compare by medians."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from common.report import analyze
 from common.report.compare import compare
 from common.report.steadiness import Spread, TwoRuns, first_vs_rest
-from conftest import REPO
-
-
-def X(name, ts, dur, cat="cpu_op", tid=1):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+from conftest import command_env, event, run_module
 
 
 def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None, gap_us=None, flops=None):
@@ -26,11 +20,11 @@ def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None,
     for i, (wall, mm) in enumerate(zip(step_us, mm_us)):
         t += (step_us[i - 1] + 1) if i else 0.0  # steps back to back
         gap = (gap_us or [2.0] * len(step_us))[i]
-        ev += [X(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
-               X("matmul_add", t + 1, wall - 2, "user_annotation"),
-               X("aten::matmul", t + 1 + gap, mm + 1.0), X("aten::mm", t + 1.5 + gap, mm),
-               X("aten::resolve_conj", t + 1.6 + gap, 0.1),
-               X("aten::add", t + 3 + gap + mm, add_us)]
+        ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
+               event("matmul_add", t + 1, wall - 2, "user_annotation"),
+               event("aten::matmul", t + 1 + gap, mm + 1.0), event("aten::mm", t + 1.5 + gap, mm),
+               event("aten::resolve_conj", t + 1.6 + gap, 0.1),
+               event("aten::add", t + 3 + gap + mm, add_us)]
     doc = {"traceEvents": ev}
     if warmup is not None:
         doc["lesson"] = {"script": "01_matmul_add", "tag": "64_bf16_x_eager", "shape": [64], "dtype": "bf16",
@@ -112,9 +106,9 @@ def test_linear_wording_fits_part_2(tmp_path):
     ev = []
     for i in range(3):
         t = 1000.0 * i
-        ev += [X(f"ProfilerStep#{i + 2}", t, 300, "user_annotation"), X("linear_fwd", t + 1, 290, "user_annotation"),
-               X("aten::linear", t + 5, 200), X("aten::t", t + 6, 5), X("aten::addmm", t + 20, 150),
-               X("aten::copy_", t + 22, 10)]
+        ev += [event(f"ProfilerStep#{i + 2}", t, 300, "user_annotation"), event("linear_fwd", t + 1, 290, "user_annotation"),
+               event("aten::linear", t + 5, 200), event("aten::t", t + 6, 5), event("aten::addmm", t + 20, 150),
+               event("aten::copy_", t + 22, 10)]
     p = tmp_path / "lin.json"
     p.write_text(json.dumps({"traceEvents": ev}))
     f = rules(p)["addmm_vs_mm_add"]
@@ -138,8 +132,7 @@ def test_compare_uses_medians_not_means(tmp_path):
     cpu = c["summary"]["cpu"]
     assert cpu["a_median_us"] == 100 and cpu["b_median_us"] == 110 and round(cpu["ratio"], 2) == 1.1
     assert cpu["inside_noise"] and c["summary"]["device"] is None
-    out = subprocess.run([sys.executable, "-m", "common.report", "--compare", str(a), str(b)], cwd=REPO,
-                         capture_output=True, text=True, timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    out = run_module("common.report", "--compare", a, b, env=command_env(COLUMNS="80"))
     assert out.returncode == 0, out.stderr
     assert "B's median is 1.10x A's" in out.stdout and "inside the step-to-step" in out.stdout
     assert "dev A" not in out.stdout

@@ -4,7 +4,6 @@ occupancy queries or none, addmm with and without its bias copy (synthetic trace
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,11 +11,9 @@ import gpu_synth as S
 from common.report import analyze
 from common.report.gpus import gpu_of
 from common.report.names import decode_gemm, describe_gemm, has_bias_epilogue, is_launch, is_occupancy_query
+from conftest import DATA_TRACES
 
-REPO = Path(__file__).resolve().parents[1]
-TRACES = next((d for d in (REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "traces") if d.is_dir()),
-              REPO / "tests" / "data" / "traces")
-MI250 = TRACES / "hta" / "mi250_rocm_minitoy.json.gz"
+MI250 = DATA_TRACES / "hta" / "mi250_rocm_minitoy.json.gz"
 
 
 def findings(tmp_path, doc: dict, name: str = "t.json") -> dict:

@@ -2,13 +2,14 @@
 
     uv run -m common.report TRACE [TRACE ...]          # rich report, one per trace
     uv run -m common.report TRACE --short              # the compact form the lessons print
-    uv run -m common.report TRACE --json               # JSON on stdout (--json FILE writes FILE)
+    uv run -m common.report --json TRACE               # JSON on stdout (-o FILE writes FILE)
     uv run -m common.report --compare A B [--json]     # two traces side by side (eager vs compile)
 
-A pipeline read front to back: :mod:`.load` (bytes -> the few fields needed, msgspec structs)
--> :mod:`.model` (steps, CPU call tree, device lanes, correlation, intervals; every number)
--> :mod:`.rules` (the cheatsheet, one function per row) -> :mod:`.render` (rich, JSON; the JSON
-keys are documented there) and :mod:`.compare`.
+A pipeline read front to back: :mod:`.load` (bytes -> decoded events -> :mod:`.columns`)
+-> :mod:`.model` (steps, CPU call tree, device lanes, correlation) -> :mod:`.tables` (every number,
+once; TensorBoard's definitions in :mod:`.tensorboard`) -> :mod:`.rules` (the cheatsheet, one
+function per row) -> :mod:`.render` (rich, JSON; the JSON keys are documented there) and
+:mod:`.compare`.
 
 Importing this package is cheap (no torch, no numpy): the pipeline loads on first use.
 """
@@ -16,15 +17,20 @@ Importing this package is cheap (no torch, no numpy): the pipeline loads on firs
 from __future__ import annotations
 
 
-def analyze(path, graveyard=None, parallel=False):
-    """(model, findings) for one trace file; bad input raises :class:`common.errors.BadInput`.
+def model_of(path, *, parallel: bool = False, max_bytes: int | None = None):
+    """The model of one trace file (every number, no findings); bad input raises
+    :class:`common.errors.BadInput`. ``parallel`` and ``max_bytes``: see :func:`common.report.model.model_of`."""
+    from common.report.load import DEFAULT_MAX_BYTES
+    from common.report.model import model_of as _model_of
 
-    ``graveyard`` and ``parallel`` are for the command line (see :func:`common.report.model.analyze`).
-    """
-    from common.report.model import analyze as _analyze
+    return _model_of(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+
+
+def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):
+    """(model, findings) for one trace file; bad input raises :class:`common.errors.BadInput`."""
     from common.report.rules import run_rules
 
-    m = _analyze(path, graveyard, parallel)
+    m = model_of(path, parallel=parallel, max_bytes=max_bytes)
     return m, run_rules(m)
 
 
@@ -78,4 +84,4 @@ def main(argv=None) -> int:
     return _main(argv)
 
 
-__all__ = ["analyze", "report_json", "print_short_report", "main"]
+__all__ = ["analyze", "model_of", "report_json", "print_short_report", "main"]

@@ -4,112 +4,177 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import stat
 import sys
 from pathlib import Path
 
 from common.commands import display_path
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.paths import atomic_path
+from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
-EPILOG = """\
+DEFAULT_TOP = 15
+EPILOG = f"""\
 examples:
   uv run -m common.report traces/01_matmul_add/64_bf16_cold_eager.json
-  uv run -m common.report trace.json.gz --json > report.json
+  uv run -m common.report --json trace.json.gz > report.json
+  uv run -m common.report --json trace.json.gz -o report.json
   uv run -m common.report --compare traces/01_matmul_add/4096_bf16_warm_eager.json \\
                                     traces/01_matmul_add/4096_bf16_warm_compile.json
 
---json writes the same content as JSON: to stdout with no FILE, else to FILE. One trace gives one
+--json writes the same content as JSON, with every kernel and op: to stdout, or with -o FILE to
+FILE (never one of the traces read: the same file under any name is refused). One trace gives one
 object; several traces a list of objects; --compare an object with summary/steps/kernels/ops.
 The keys are documented in common/report/render.py.
+
+A TRACE is a regular file (or {STDIN} for standard input) of JSON text, gzipped or not: a Kineto
+object with traceEvents, or Chrome's JSON Array format; at most --max-size bytes once decompressed.
 """
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
 
 
-def parse_args(argv):
+def _size(text: str) -> int:
+    """``4G`` -> 4 GiB; bytes, or a number with K, M, G or T (powers of 1024)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (bytes, or a number with K, M, G or T)")
+    value = int(float(match[1]) * 1024 ** " kmgt".index(match[2].lower() or " "))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the size must be at least 1 byte")
+    return value
+
+
+def _top(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("--top must be 1 or more")
+    return value
+
+
+def build_parser() -> CommandParser:
     p = CommandParser(
         prog="uv run -m common.report",
         description="Read Kineto/Chrome traces (.json or .json.gz) and print the patterns the "
                     "'Profiling in PyTorch' posts teach to recognise, with the evidence.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (.json or .json.gz)")
+    p.add_argument("traces", nargs="*", metavar="TRACE", help=f"trace files (.json or .json.gz; {STDIN}: standard input)")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="put two traces side by side")
-    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
-                   help="write JSON instead of tables: to stdout, or to FILE")
+    p.add_argument("--json", action="store_true", help="write JSON instead of tables (every kernel and op)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help=f"with --json: write it to FILE instead of stdout ({STDIN}: stdout); never one of the traces")
     p.add_argument("--short", action="store_true", help="the compact form: header, headline numbers, findings")
-    p.add_argument("--top", type=int, default=15, metavar="N", help="kernel rows to show (default: 15)")
+    p.add_argument("--top", type=_top, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
+    p.add_argument("--max-size", "--max_size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
+                   help=f"read at most SIZE bytes of JSON per trace (default: {DEFAULT_MAX_BYTES >> 30}G)")
+    return p
+
+
+def parse_args(argv) -> argparse.Namespace:
+    p = build_parser()
     args = p.parse_args(argv)
     if not args.traces and not args.compare:
         p.error("give at least one TRACE, or --compare A B")
     if args.traces and args.compare:
         p.error("give either TRACEs or --compare A B, not both")
-    if args.top < 1:
-        p.error("--top must be 1 or more")
+    if args.output is not None and not args.json:
+        p.error("-o/--output writes the JSON: add --json (the tables are for the terminal; redirect them with >)")
+    if (args.traces or args.compare).count(STDIN) > 1:
+        p.error(f"standard input ({STDIN}) can be read once: name it once")
     return args
 
 
-def _looks_like_a_trace(path: str) -> bool:
-    """True for a gzip file or a JSON file with ``traceEvents`` near its start."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
-    except OSError:
-        return False
-    return head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head
+def ignored_flags(args: argparse.Namespace) -> list[str]:
+    """A line for each flag the chosen mode does not use."""
+    mode = "--compare" if args.compare else "--json" if args.json else "--short" if args.short else None
+    out = []
+    if args.short and mode in ("--compare", "--json"):
+        out.append(f"--short has no effect with {mode}" + (" (the JSON holds everything)" if mode == "--json" else ""))
+    if args.top is not None and mode is not None:
+        out.append(f"--top has no effect with {mode}" + (" (the JSON lists every kernel)" if mode == "--json" else
+                                                           " (it shows no kernel table)" if mode == "--short" else ""))
+    return out
 
 
-def _check_json_dest(args) -> None:
-    """``report A.json --json B.json`` (meant: two traces) must not overwrite trace B with a report."""
-    dest = args.json
-    if dest in (None, "-"):
+def _inputs(args: argparse.Namespace) -> list[str]:
+    return args.compare or args.traces
+
+
+def check_output(dest: str | None, inputs: list[str]) -> None:
+    """Refuse an output that is one of the inputs: the same file (device and inode, links resolved),
+    whatever its name and contents; and an output that cannot be a file."""
+    if dest is None or dest == STDIN:
         return
-    if dest in (args.traces or []) + (args.compare or []) or _looks_like_a_trace(dest):
-        fail(f"--json {dest}: that file is a trace; name a new file for the JSON (or --json alone for stdout)")
+    try:
+        target = os.stat(dest)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        fail(f"-o {shorten(dest)}: cannot write there ({exc.strerror or exc})")
+    if stat.S_ISDIR(target.st_mode):
+        fail(f"-o {shorten(dest)}: is a directory; name a file for the JSON")
+    for source in inputs:
+        try:
+            info = os.fstat(sys.stdin.fileno()) if source == STDIN else os.stat(source)
+        except (OSError, ValueError):
+            continue  # an input that cannot be read is reported when it is read
+        if (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
+            what = "standard input" if source == STDIN else f"the trace {shorten(source)}"
+            fail(f"-o {shorten(dest)}: that is {what} (the same file); name a new file for the JSON")
 
 
-def _write_json(obj, dest: str) -> None:
+def write_json(obj, dest: str | None) -> None:
     import msgspec
 
     data = msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
-    if dest == "-":
+    if dest is None or dest == STDIN:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
     try:
-        with atomic_path(Path(dest)) as tmp:
-            tmp.write_bytes(data)
+        if _is_special(dest):  # /dev/null, a FIFO: write to it, there is nothing to rename
+            with open(dest, "wb") as f:
+                f.write(data)
+        else:
+            with atomic_path(Path(dest)) as tmp:
+                tmp.write_bytes(data)
     except OSError as exc:
-        fail(f"{dest}: cannot write the JSON ({exc.strerror or exc})")
+        fail(f"{shorten(dest)}: cannot write the JSON ({exc.strerror or exc})")
     from rich.filesize import decimal
 
     print(f"wrote {display_path(dest)} ({decimal(len(data))} of JSON)")
 
 
+def _is_special(dest: str) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(dest).st_mode)
+    except OSError:
+        return False
+
+
 @exit_on_bad_input
-def run(argv=None, graveyard=None) -> int:
+def run(argv=None, from_shell: bool = False) -> int:
     args = parse_args(argv)
-    _check_json_dest(args)
+    if from_shell:
+        from common.report.load import keep_decoded_until_exit
+
+        keep_decoded_until_exit()  # the process leaves with os._exit: nothing decoded is freed one by one
+    for line in ignored_flags(args):
+        print(f"note: {line}", file=sys.stderr)
+    check_output(args.output, _inputs(args))
+    if args.compare:
+        return _compare(args)
     from common.report import analyze
 
-    if args.compare:
-        from common.report.compare import compare, render_compare
-
-        a, _ = analyze(args.compare[0], graveyard, parallel=True)
-        b, _ = analyze(args.compare[1], graveyard, parallel=True)
-        c = compare(a, b)
-        if args.json is not None:
-            _write_json(c, args.json)
-        else:
-            from rich.console import Console
-            render_compare(c, Console())
-        return 0
-
-    results = []
-    for path in args.traces:
-        results.append(analyze(path, graveyard, parallel=True))
-    if args.json is not None:
+    results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]
+    if args.json:
         from common.report.render import to_json
 
         objs = [to_json(m, f) for m, f in results]
-        _write_json(objs[0] if len(objs) == 1 else objs, args.json)
+        write_json(objs[0] if len(objs) == 1 else objs, args.output)
         return 0
     from rich.console import Console
 
@@ -122,19 +187,36 @@ def run(argv=None, graveyard=None) -> int:
         if args.short:
             render_short(m, f, console)
         else:
-            render(m, f, console, top=args.top)
+            render(m, f, console, top=args.top or DEFAULT_TOP)
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Two models side by side (no rules run: the comparison reads numbers only)."""
+    from common.report import model_of
+    from common.report.compare import compare, render_compare
+
+    a, b = (model_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
+    result = compare(a, b)
+    if args.json:
+        write_json(result, args.output)
+    else:
+        from rich.console import Console
+
+        render_compare(result, Console())
     return 0
 
 
 def main(argv=None) -> int:
-    """Run the command; big decoded traces are not freed object by object before exit."""
-    graveyard: list = []
+    """Run the command. From the shell (no ``argv``), the process leaves with ``os._exit`` once its
+    output is flushed: the decoded traces are not freed object by object."""
+    from_shell = argv is None
     try:
-        code = run(argv, graveyard)
+        code = run(argv, from_shell)
     except BrokenPipeError:  # `... --json | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
-    if graveyard and argv is None:  # a real command-line run: skip the teardown of millions of objects
+    if from_shell:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -9,10 +9,9 @@ run's range, and says when the difference is inside the step-to-step noise (the 
 from __future__ import annotations
 
 from common.commands import display_path
-from common.report import names as N
+from common.report import names as trace_names
 from common.report.model import STEP_RE, Model
-from common.report.render import _clean
-from common.report.rules import us
+from common.report.units import fmt_us, json_ready
 from common.report.steadiness import Spread, TwoRuns
 
 
@@ -65,7 +64,7 @@ def compare(a: Model, b: Model) -> dict:
     ob = {o["name"]: o for o in b.ops if not STEP_RE.match(o["name"])}
     vanished = sorted(({"name": n, "calls": oa[n]["calls"]} for n in oa if n not in ob), key=lambda r: -r["calls"])
     appeared = sorted(({"name": n, "calls": ob[n]["calls"]} for n in ob if n not in oa), key=lambda r: -r["calls"])
-    return _clean(dict(
+    return json_ready(dict(
         a=a.path, b=b.path,
         summary=dict(
             a_steps=sa["steps"], b_steps=sb["steps"], cpu=cpu, device=device,
@@ -89,7 +88,7 @@ def _verdict(what: str, side: dict | None) -> str | None:
         return None
     ranges = f"A {_range(*side['a_range_us'])}, B {_range(*side['b_range_us'])}"
     head = (f"{what} per step: B's median is {side['ratio']:.2f}x A's "
-            f"({us(side['a_median_us'])} vs {us(side['b_median_us'])})")
+            f"({fmt_us(side['a_median_us'])} vs {fmt_us(side['b_median_us'])})")
     if side["inside_noise"]:
         return (f"{head}, but the ranges overlap ({ranges}): the difference is inside the step-to-step "
                 "noise; profile more active steps before you conclude")
@@ -107,16 +106,16 @@ def _step_table(c: dict, with_device: bool):
         t.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
     fmt = lambda r: f"{r:.2f}x" if r is not None else "-"  # noqa: E731
     for i, r in enumerate(c["steps"]):
-        row = [str(i + 1), us(r["a_cpu_us"]), us(r["b_cpu_us"]), fmt(r["cpu_ratio"])]
+        row = [str(i + 1), fmt_us(r["a_cpu_us"]), fmt_us(r["b_cpu_us"]), fmt(r["cpu_ratio"])]
         if with_device:
-            row += [us(r["a_device_us"]), us(r["b_device_us"]), fmt(r["device_ratio"])]
+            row += [fmt_us(r["a_device_us"]), fmt_us(r["b_device_us"]), fmt(r["device_ratio"])]
         t.add_row(*row)
     s = c["summary"]
     cpu, dev = s["cpu"], s["device"]
     if cpu:
-        row = ["[bold]median[/]", us(cpu["a_median_us"]), us(cpu["b_median_us"]), fmt(cpu["ratio"])]
+        row = ["[bold]median[/]", fmt_us(cpu["a_median_us"]), fmt_us(cpu["b_median_us"]), fmt(cpu["ratio"])]
         if with_device:
-            row += [us(dev["a_median_us"]), us(dev["b_median_us"]), fmt(dev["ratio"])] if dev else ["-"] * 3
+            row += [fmt_us(dev["a_median_us"]), fmt_us(dev["b_median_us"]), fmt(dev["ratio"])] if dev else ["-"] * 3
         t.add_row(*row)
     return t
 
@@ -152,12 +151,12 @@ def render_compare(c: dict, console) -> None:
             t.add_column(col, justify="left" if col in ("", "kernel") else "right",
                          no_wrap=col != "kernel", overflow="fold")
         for r in sorted(k["both"], key=lambda r: -r["a_total_us"])[:15]:
-            t.add_row("both", escape(N.short_name(r["name"], 34)), us(r["a_per_step_us"]), us(r["b_per_step_us"]),
+            t.add_row("both", escape(trace_names.short_name(r["name"], 34)), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
                       f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
         for r in sorted(k["only_a"], key=lambda r: -r["total_us"])[:10]:
-            t.add_row("only A", escape(N.short_name(r["name"], 34)), us(r["total_us"]), "-", "gone")
+            t.add_row("only A", escape(trace_names.short_name(r["name"], 34)), fmt_us(r["total_us"]), "-", "gone")
         for r in sorted(k["only_b"], key=lambda r: -r["total_us"])[:10]:
-            t.add_row("only B", escape(N.short_name(r["name"], 34)), "-", us(r["total_us"]), "new")
+            t.add_row("only B", escape(trace_names.short_name(r["name"], 34)), "-", fmt_us(r["total_us"]), "new")
         console.print(t)
     else:
         console.print("kernels: none in either trace (no device lane)")

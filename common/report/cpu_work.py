@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.report import names as N
+from common.report import names as trace_names
 
 DISPATCHER_SHARE = 0.5  # an op whose child ops take this share of its time is a dispatcher
-MAX_NAMED_OPS = 4
 STEP_LABEL = "ProfilerStep (Python and the profiler between ops)"
 
 
@@ -82,35 +81,36 @@ class CpuWork:
         calls = sum(s.compute_calls for s in self.steps)
         return sum(s.compute_us for s in self.steps) / calls if calls else 0.0
 
-    def op_names(self) -> str:
-        names = [op.name for op in self.compute_ops[:MAX_NAMED_OPS]]
-        more = len(self.compute_ops) - len(names)
-        return ", ".join(names) + (f" and {more} more" if more > 0 else "")
-
 
 def _is_compute_name(name: str) -> bool:
     if name.startswith("aten::"):
-        return name not in N.METADATA_OPS
-    return N.decode_fused(name) is not None
+        return name not in trace_names.METADATA_OPS
+    return trace_names.decode_fused(name) is not None
 
 
 def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
-                   parent: np.ndarray, step: np.ndarray, step_walls: list[float]) -> CpuWork | None:
+                   parent: np.ndarray, step: np.ndarray, step_walls: list[float], thread: np.ndarray,
+                   step_threads: list) -> CpuWork | None:
     """The split for every step, from the CPU call tree's columns (one row per CPU event).
 
     ``is_op`` marks op events (not annotations, runtime calls or Python frames); ``step`` is the
-    step index of each event (-1 outside every step). None when there are no steps or no ops.
+    step index of each event (-1 outside every step). Only the events on a step's own thread (the
+    one its ProfilerStep#N ran on) count, so a step's compute is never more than its wall time.
+    None when there are no steps or no ops.
     """
     nsteps = len(step_walls)
     if not nsteps or not is_op.any():
         return None
+    own_thread = np.array([t if t is not None else -1 for t in step_threads] + [-1], dtype=np.int64)
+    on_step_thread = own_thread[step] == thread  # (step -1 reads the last entry: no thread)
+    step = np.where(on_step_thread, step, -1)
     compute_name = np.fromiter((_is_compute_name(n) for n in names), dtype=bool, count=len(names))
     op_child = is_op & (parent >= 0)
     child_dur = np.bincount(parent[op_child], weights=dur[op_child], minlength=dur.size)
     dispatcher = child_dur >= DISPATCHER_SHARE * np.maximum(dur, 1e-9)
     compute = is_op & compute_name[name] & ~dispatcher & (step >= 0)
     sel = np.flatnonzero(compute)
-    per_step_us = np.bincount(step[sel], weights=self_us[sel], minlength=nsteps)
+    per_step_us = np.minimum(np.bincount(step[sel], weights=self_us[sel], minlength=nsteps), step_walls)
     per_step_calls = np.bincount(step[sel], minlength=nsteps)
     steps = tuple(StepWork(float(w), float(c), int(k)) for w, c, k in zip(step_walls, per_step_us, per_step_calls))
     return CpuWork(steps, _by_name(sel, name, names, self_us),

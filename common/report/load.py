@@ -1,54 +1,67 @@
-"""Load: bytes -> the few fields the analysis needs.
+"""Load: a trace file -> the columns the model reads.
 
-A Kineto/Chrome trace is a JSON object whose ``traceEvents`` list holds a few kinds of events; we
-keep only complete events (``ph: "X"``, and ``B``/``E`` pairs turned into complete events) with
-their name, category, time, thread and a handful of ``args`` (correlation, External id, launch
-configuration, bytes). Everything else (flow arrows, instant memory events, metadata) is decoded
-into empty structs: msgspec skips their fields without building them. ``.json`` and ``.json.gz``
-are both read (gzip is recognised by its magic bytes, not the name); the gzip is decompressed
-into memory, decoded, and the raw bytes are dropped before the model is built.
+What is read: a regular file (or ``-``, standard input) of at most ``max_bytes`` of JSON text,
+gzip-compressed or not (gzip is recognised by its magic bytes, not the name, and decompressed no
+further than the cap), holding either a JSON object with ``traceEvents`` (Kineto, Chrome's JSON
+Object format) or a bare JSON array of events (Chrome's JSON Array format), with or without a
+UTF-8 byte-order mark. Anything else (a device such as ``/dev/zero``, a FIFO, a folder, text that
+is not JSON, JSON nested deeper than Python can follow) ends in :class:`common.errors.BadInput`
+with one line that says why; nothing here waits on a writer or reads without bound.
 
-Timestamps and durations are microseconds, integer or float in the file, float here.
+Of the events, only complete events (``ph: "X"``, and ``B``/``E`` pairs turned into complete
+events) are kept, with their name, category, time, thread and a handful of ``args``; every other
+phase (flow arrows, instant memory events, metadata) is decoded into an empty struct whose fields
+msgspec skips. The structs become :class:`~common.report.columns.Columns` here, and the structs
+are dropped before the model is built.
+
+Speed is this module's business and stays inside it: a plain JSON file is memory-mapped, not
+copied; the garbage collector is off while millions of structs are made; on the command line a
+big plain file is decoded by two processes, half each (:func:`load` with ``parallel``), and the
+decoded structs can be kept until the process leaves with ``os._exit`` instead of being freed one
+by one (:func:`keep_decoded_until_exit`).
 """
 
 from __future__ import annotations
 
 import gc
-import gzip
 import mmap
 import os
+import pickle
 import re
+import stat
+import sys
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional, Union
 
 import msgspec
 from msgspec import Struct
 
 from common.errors import fail
+from common.report.columns import Columns, extract, merge
+from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
-LARGE_BYTES = 500_000_000  # Perfetto and TensorBoard become slow to open a trace this big
+SPLIT_MIN = 64 << 20  # plain JSON files this big are decoded by two processes, half each
+MAX_META_DEPTH = 32  # trace-level metadata nested deeper than this is dropped (no real trace nests so)
 
-Num = Union[int, float, None]
-IntStr = Union[int, str, None]
+Number = Union[int, float, None]
+IdOrText = Union[int, str, None]
 
 
 class Args(Struct, gc=False):
     """The event ``args`` we read; unknown keys are skipped by the decoder."""
 
-    correlation: IntStr = None
+    correlation: IdOrText = None
     grid: Optional[list] = None
-    block: Optional[list] = None
-    registers: Num = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Num = msgspec.field(default=None, name="shared memory")
-    blocks_per_sm: Num = msgspec.field(default=None, name="blocks per SM")
-    occupancy: Num = msgspec.field(default=None, name="est. achieved occupancy %")
+    registers: Number = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Number = msgspec.field(default=None, name="shared memory")
+    blocks_per_sm: Number = msgspec.field(default=None, name="blocks per SM")
+    occupancy: Number = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: Union[int, float, str, None] = None
 
 
-class X(Struct, tag_field="ph", tag="X", gc=False):
-    """A complete event: the only kind the model reads."""
+class CompleteEvent(Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (``ph: "X"``): the only kind the model reads."""
 
     name: str = ""
     cat: str = ""
@@ -59,348 +72,306 @@ class X(Struct, tag_field="ph", tag="X", gc=False):
     args: Optional[Args] = None
 
 
-# Set by B.__post_init__ while a decode runs: whether any "B" event was decoded, so that the common
-# case (no B/E pairs) skips a second pass over millions of events. Cleared before each decode and
-# read right after it; module state, so one decode at a time (not thread-safe).
-_SEEN_B = []
+class EndEvent(Struct, tag_field="ph", tag="E", gc=False):
+    """The end of a ``B`` event on its thread."""
 
-
-class B(Struct, tag_field="ph", tag="B", gc=False):
-    """A begin event; paired with the next ``E`` on its thread."""
-
-    def __post_init__(self):
-        if not _SEEN_B:
-            _SEEN_B.append(True)
-
-    name: str = ""
-    cat: str = ""
-    ts: float = 0.0
-    pid: Union[int, str] = 0
-    tid: Union[int, str] = 0
-    args: Optional[Args] = None
-
-
-class E(Struct, tag_field="ph", tag="E", gc=False):
     ts: float = 0.0
     pid: Union[int, str] = 0
     tid: Union[int, str] = 0
 
 
+_BEGIN_FIELDS = [("name", str, ""), ("cat", str, ""), ("ts", float, 0.0), ("pid", Union[int, str], 0),
+                 ("tid", Union[int, str], 0), ("args", Optional[Args], None)]
 # Every other phase of the Chrome trace format: decoded into an empty struct (fields skipped).
 _OTHER_PHASES = ["i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "V", "v", "R",
                  "c", "(", ")", "T", "p", "S", "F"]
-_OTHERS = tuple(
-    type(f"_Ph{i}", (Struct,), {}, tag_field="ph", tag=ph, gc=False) for i, ph in enumerate(_OTHER_PHASES)
-)
-Event = Union[(X, B, E) + _OTHERS]  # type: ignore[valid-type]
+_OTHER_EVENTS = tuple(msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False)
+                      for i, ph in enumerate(_OTHER_PHASES))
+META_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "cupti_version", "cuda_runtime_version",
+             "cuda_driver_version", "hip_runtime_version", "rocm_version", "roctracer_version", "torch_version",
+             "pytorch_version", "python_version", "cuda_version", "cudnn_version", "nccl_version", "trace_id",
+             "host_name", "hostname", "displayTimeUnit", "baseTimeNanoseconds", "traceName", "record_shapes",
+             "profile_memory", "with_stack", "with_flops", "with_modules",
+             "lesson")  # the knobs a lesson of this project wrote (common/knobs.py)
 
 
-class _Trace(Struct):
-    """The top level: the events plus the trace-level keys that say what ran where."""
+class _Schema:
+    """The decoders of one decode. Its begin-event struct records, in this object and nowhere else,
+    that the decode met a ``B`` event, so the common case (no B/E pairs) skips a second pass."""
 
-    traceEvents: list[Event]  # type: ignore[valid-type]
-    schemaVersion: Any = None
-    deviceProperties: Any = None
-    distributedInfo: Any = None
-    cupti_version: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    hip_runtime_version: Any = None
-    rocm_version: Any = None
-    roctracer_version: Any = None
-    torch_version: Any = None
-    pytorch_version: Any = None
-    python_version: Any = None
-    cuda_version: Any = None
-    cudnn_version: Any = None
-    nccl_version: Any = None
-    trace_id: Any = None
-    host_name: Any = None
-    hostname: Any = None
-    displayTimeUnit: Any = None
-    baseTimeNanoseconds: Any = None
-    traceName: Any = None
-    record_shapes: Any = None
-    profile_memory: Any = None
-    with_stack: Any = None
-    with_flops: Any = None
-    with_modules: Any = None
-    lesson: Any = None  # the knobs a lesson of this project wrote (common/knobs.py)
+    def __init__(self) -> None:
+        seen = self.begins = []
 
+        def note_begin(_event) -> None:
+            if not seen:
+                seen.append(True)
 
-META_KEYS = [f for f in _Trace.__struct_fields__ if f != "traceEvents"]
-_DECODER = msgspec.json.Decoder(_Trace)
+        self.begin_type = msgspec.defstruct("BeginEvent", _BEGIN_FIELDS, tag_field="ph", tag="B", gc=False,
+                                            namespace={"__post_init__": note_begin})
+        event = Union[(CompleteEvent, self.begin_type, EndEvent) + _OTHER_EVENTS]  # type: ignore[valid-type]
+        trace = msgspec.defstruct("Trace", [("traceEvents", list[event])] + [(k, Any, None) for k in META_KEYS])
+        self.object_form = msgspec.json.Decoder(trace)
+        self.array_form = msgspec.json.Decoder(list[event])
+
+    @property
+    def saw_begin(self) -> bool:
+        return bool(self.begins)
 
 
 @dataclass
 class Loaded:
-    """What the model starts from: complete events and the trace-level metadata."""
+    """What the model starts from: the columns of the complete events and the trace-level metadata."""
 
     path: str
     size_bytes: int  # the JSON text's size (decompressed)
     file_bytes: int  # the file's size on disk
-    events: list  # list[X]
+    columns: Columns
     meta: dict = field(default_factory=dict)
-    n_events: int = 0  # every event in traceEvents, of any phase
+    n_events: int = 0  # every event of the trace, of any phase
     notes: list = field(default_factory=list)
-    columns: Optional[dict] = None  # set when the columns were extracted while loading (two processes)
 
 
-def read_bytes(path: str | os.PathLike):
-    """The trace's JSON text (gunzipped when the file is gzip) and the file's size on disk."""
-    p = Path(path)
-    if not p.exists():
-        fail(f"{p}: no such file")
-    if p.is_dir():
-        fail(f"{p}: is a directory, not a trace file")
+# ----------------------------------------------------------------------------- bytes
+
+
+def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES):
+    """The trace's JSON text (gunzipped when the file is gzip; a read-only-for-others mapping for a big
+    plain file) and the file's size on disk. Regular files and ``-`` (standard input) only."""
+    if str(path) == STDIN:
+        data = _read_stdin(max_bytes)
+        return (_gunzip(data, max_bytes, "standard input") if data[:2] == b"\x1f\x8b" else data), len(data)
+    shown = shorten(path)
     try:
-        with open(p, "rb") as f:
-            head = f.read(2)
-            size = os.fstat(f.fileno()).st_size
-            if head != b"\x1f\x8b" and str(p).endswith(".gz"):
-                fail(f"{p}: named .gz but not gzip-compressed")
-            if head != b"\x1f\x8b" and size > (1 << 20):
-                # a plain JSON file: map it instead of copying it (the decoder reads it in place)
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), size
-            f.seek(0)
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        fail(f"{shown}: no such file")
+    except IsADirectoryError:
+        fail(f"{shown}: is a directory, not a trace file")
     except OSError as exc:
-        fail(f"{p}: cannot read it ({exc.strerror or exc})")
-    except ValueError:  # mmap of a file emptied since the fstat above
-        data = b""
-    if data[:2] == b"\x1f\x8b":
+        fail(f"{shown}: cannot read it ({exc.strerror or exc})")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            fail(f"{shown}: is a directory, not a trace file")
+        fail(f"{shown}: not a regular file (a device, FIFO or socket); the report reads trace files, "
+             f"or {STDIN} for standard input")
+    with os.fdopen(fd, "rb") as f:
+        size = info.st_size
+        _check_size(size, max_bytes, shown)
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            fail(f"{p}: not a valid gzip file, truncated or corrupt ({exc})")
+            head = f.read(2)
+            if head != b"\x1f\x8b" and str(path).endswith(".gz"):
+                fail(f"{shown}: named .gz but not gzip-compressed")
+            if head != b"\x1f\x8b" and size > (1 << 20):  # map it, not copy it (the decoder reads it in place)
+                return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY), size
+            f.seek(0)
+            data = f.read(max_bytes + 1)
+        except ValueError:  # mmap of a file emptied since the fstat above
+            data = b""
+        except OSError as exc:
+            fail(f"{shown}: cannot read it ({exc.strerror or exc})")
+    if data[:2] == b"\x1f\x8b":
+        return _gunzip(data, max_bytes, shown), size
+    _check_size(len(data), max_bytes, shown)
     return data, size
 
 
-SPLIT_MIN = 64 << 20  # plain JSON files this big are decoded by two processes, half each
+def _check_size(size: int, max_bytes: int, shown: str) -> None:
+    if size > max_bytes:
+        fail(f"{shown}: over {max_bytes:,} bytes of JSON, the limit (raise it with --max-size)")
 
 
-def load(path: str | os.PathLike, graveyard: Optional[list] = None, extract=None) -> Loaded:
+def _read_stdin(max_bytes: int) -> bytes:
+    chunks, total = [], 0
+    stream = sys.stdin.buffer
+    while chunk := stream.read1(1 << 20):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            fail(f"standard input: over {max_bytes:,} bytes, the limit (raise it with --max-size)")
+    return b"".join(chunks)
+
+
+def _gunzip(data: bytes, max_bytes: int, shown: str) -> bytes:
+    """Every gzip member of ``data``, decompressed no further than ``max_bytes`` (a gzip bomb stops there)."""
+    parts, total = [], 0
+    while data[:2] == b"\x1f\x8b":
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            part = member.decompress(data, max_bytes + 1 - total)
+        except zlib.error as exc:
+            fail(f"{shown}: not a valid gzip file, truncated or corrupt ({exc})")
+        total += len(part)
+        if total > max_bytes or member.unconsumed_tail:
+            fail(f"{shown}: over {max_bytes:,} bytes of JSON once decompressed, the limit (raise it with --max-size)")
+        if not member.eof:
+            fail(f"{shown}: not a valid gzip file, truncated or corrupt (it ends inside the compressed data)")
+        parts.append(part)
+        data = member.unused_data
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, parallel: bool = False) -> Loaded:
     """Read a trace file into :class:`Loaded`; bad input raises :class:`common.errors.BadInput`.
 
-    With ``graveyard`` (a list), the decoded event list is parked there rather than freed. With
-    ``extract`` (events -> columns), a big plain-JSON file is split at an event boundary near its
-    middle, a forked child decodes and extracts the second half while this process does the first,
-    and ``Loaded.columns`` holds the merged columns; any surprise falls back to one process.
+    With ``parallel`` (the command line), a big plain-JSON file is split at an event boundary near
+    its middle and a forked child decodes and extracts the second half while this process does the
+    first; any surprise falls back to one process, with the same result.
     """
-    data, file_bytes = read_bytes(path)
+    data, file_bytes = read_bytes(path, max_bytes)
     size = len(data)
-    if not data[:4096].strip() and not bytes(data).strip():
-        fail(f"{path}: empty file, not a trace")
+    start = _start_of_json(data, path)
     enabled = gc.isenabled()
     gc.disable()  # millions of new objects: generational GC passes would only cost time
     try:
-        if (extract is not None and isinstance(data, mmap.mmap) and size >= SPLIT_MIN and hasattr(os, "fork")
+        split = None
+        if (parallel and isinstance(data, mmap.mmap) and size >= SPLIT_MIN and hasattr(os, "fork")
                 and not os.environ.get("REPORT_ONE_PROCESS")):
-            got = _load_split(data, extract, graveyard)
-            if got is not None:
-                columns, meta, n_events = got
-                loaded = Loaded(str(path), size, file_bytes, [], meta, n_events, columns=columns)
-                _large_note(loaded)
-                return loaded
-        _SEEN_B.clear()
-        try:
-            trace = _DECODER.decode(data)
-            events, n_events = trace.traceEvents, len(trace.traceEvents)
-            meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
-            del trace
-        except msgspec.ValidationError:
-            _SEEN_B.clear()
-            events, meta, n_events = _lenient(data, path)
-        except msgspec.DecodeError as exc:
-            fail(f"{path}: not JSON ({exc})")
-        except UnicodeDecodeError:  # a string that is not UTF-8: read it with U+FFFD in its place
-            _SEEN_B.clear()
-            events, meta, n_events = _lenient(bytes(data).decode("utf-8", "replace").encode(), path)
-        del data
-        xs = _complete_events(events, bool(_SEEN_B))
-        if graveyard is not None:
-            graveyard.append(events)
-        del events
+            split = _load_split(data, start)
+        if split is not None:
+            columns, meta, n_events = split
+        else:
+            events, complete, meta = _decode_whole(data, start, path)
+            if isinstance(data, mmap.mmap):
+                data.close()  # unmap the text before the columns are made: they never need both
+            del data
+            columns, n_events = extract(complete), len(events)
+            _keep_or_drop(events, complete)
+            del events, complete
     finally:
         if enabled:
             gc.enable()
-    loaded = Loaded(str(path), size, file_bytes, xs, meta, n_events)
-    _large_note(loaded)
-    return loaded
+    meta, notes = _bounded_meta(meta)
+    return Loaded(str(path), size, file_bytes, columns, meta, n_events, notes)
 
 
-def _large_note(loaded: Loaded) -> None:
-    if loaded.size_bytes > LARGE_BYTES:
-        loaded.notes.append(
-            f"the trace is {loaded.size_bytes / 1e6:,.0f} MB of JSON: Perfetto and TensorBoard open files this "
-            "big slowly (or not at all); profile fewer active steps (schedule active=1..3)"
-        )
+def _start_of_json(data, path) -> int:
+    """Where the JSON starts: after a UTF-8 byte-order mark and leading white space."""
+    at = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    while at < len(data):
+        chunk = bytes(data[at:at + 65536])
+        text = chunk.lstrip()
+        if text:
+            return at + len(chunk) - len(text)
+        at += len(chunk)
+    fail(f"{shorten(path)}: empty file, not a trace")
 
 
-_BOUNDARY = re.compile(rb"\}\s*(,)\s+\{\s*\"ph\"")
-_EVENTS_LIST = msgspec.json.Decoder(list[Event])
-
-
-def _find_split(mm) -> Optional[tuple[int, int]]:
-    """(comma between two events near the middle, position of the traceEvents array's ``]``)."""
-    n = len(mm)
-    m = _BOUNDARY.search(mm, n // 2, min(n, n // 2 + (8 << 20)))
-    if not m:
-        return None
-    comma = m.start(1)
-    # the array's end: the last ']' preceded by '}' whose tail parses as the rest of an object
-    pos = n
-    for _ in range(8):
-        pos = mm.rfind(b"]", comma, pos)
-        if pos < 0:
-            return None
-        before = mm[max(comma, pos - 64):pos].rstrip()
-        if before.endswith(b"}"):
-            tail = mm[pos + 1:].lstrip()
-            tail = b"{" + tail[1:] if tail.startswith(b",") else (b"{}" if tail.rstrip() == b"}" else None)
-            if tail is not None:
-                try:
-                    msgspec.json.decode(tail)
-                    return comma, pos
-                except (msgspec.DecodeError, UnicodeDecodeError):
-                    pass
-    return None
-
-
-def _load_split(mm, extract, graveyard):
-    """Decode + extract two halves in two processes; None when the file does not split cleanly."""
-    import pickle
-
-    found = _find_split(mm)
-    if found is None:
-        return None
-    comma, end = found
-    # mm is a private copy-on-write mapping: each process edits its own pages in place
-    r, w = os.pipe()
+def _decode_whole(data, start: int, path) -> tuple[list, list, dict]:
+    """One process: (every decoded event, the complete ones, the metadata)."""
+    schema = _Schema()
+    view = memoryview(data)[start:]
     try:
-        pid = os.fork()
-    except OSError:  # no memory or processes left for a fork: one process
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # the child: the second half, as a list
-        os.close(r)
-        code = 1
         try:
-            mm[comma] = ord("[")
-            _SEEN_B.clear()
-            events = _EVENTS_LIST.decode(memoryview(mm)[comma:end + 1])
-            # B/E pairs that lie wholly in this half pair up here; a pair split between the halves
-            # has its B in the first half, which the parent checks (and then falls back)
-            xs = _complete_events(events, bool(_SEEN_B))
-            payload = pickle.dumps((extract(xs), len(events)), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(w, "wb") as f:
-                f.write(payload)
-            code = 0
-        except BaseException:
-            pass
-        os._exit(code)
-    os.close(w)
-    try:
-        saved = bytes(mm[comma:comma + 2])
-        mm[comma:comma + 2] = b"]}"
-        try:
-            _SEEN_B.clear()
-            trace = _DECODER.decode(memoryview(mm)[:comma + 2])
-            ok = not _SEEN_B
-        except (msgspec.MsgspecError, UnicodeDecodeError):
-            ok = False
-        mm[comma:comma + 2] = saved
-        if ok:
-            events = trace.traceEvents
-            meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
-            del trace
-            xs = _complete_events(events, False)
-            cols_a = extract(xs)
-            n_a = len(events)
-            if graveyard is not None:
-                graveyard.append((events, xs))
-            del events, xs
-        with os.fdopen(r, "rb") as f:
-            payload = f.read()
-        _, status = os.waitpid(pid, 0)
-    except BaseException:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-        raise
-    if not ok or status != 0 or not payload:
-        return None
-    cols_b, n_b = pickle.loads(payload)
-    from common.report.model import merge
-
-    # the tail keys after traceEvents (e.g. traceName) are in the second half
-    tail = mm[end + 1:].lstrip()
-    if tail.startswith(b","):
-        try:
-            extra = msgspec.json.decode(b"{" + tail[1:])
-            meta.update({k: extra[k] for k in META_KEYS if extra.get(k) is not None and k not in meta})
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            pass
-    return merge(cols_a, cols_b), meta, n_a + n_b
+            if data[start:start + 1] == b"[":
+                events, meta = schema.array_form.decode(view), {}
+            else:
+                trace = schema.object_form.decode(view)
+                events = trace.traceEvents
+                meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
+                del trace
+            has_begin = schema.saw_begin
+        except msgspec.ValidationError:  # fields of unexpected types, unknown phases: the slow path
+            events, meta = _lenient(view, path, schema)
+            has_begin = True
+        except UnicodeDecodeError:  # a string that is not UTF-8: read it with U+FFFD in its place
+            events, meta = _lenient(bytes(view).decode("utf-8", "replace").encode(), path, schema)
+            has_begin = True
+        except msgspec.DecodeError as exc:
+            fail(f"{shorten(path)}: not JSON ({exc})")
+    except RecursionError:
+        fail(f"{shorten(path)}: JSON nested too deeply to read (arrays or objects inside each other "
+             f"about {sys.getrecursionlimit()} levels deep); no trace nests like that")
+    finally:
+        view.release()
+    return events, _complete_events(events, has_begin, schema.begin_type), meta
 
 
-def _complete_events(events: list, has_b: bool) -> list:
-    """Complete events only; with ``has_b`` (the decode saw a ``B``), ``B``/``E`` pairs (per
+def _bounded_meta(meta: dict) -> tuple[dict, list]:
+    """The trace-level metadata without values nested deeper than MAX_META_DEPTH (with a note)."""
+    deep = [k for k, v in meta.items() if _deeper_than(v, MAX_META_DEPTH)]
+    if not deep:
+        return meta, []
+    return ({k: v for k, v in meta.items() if k not in deep},
+            [f"ignored the trace's {', '.join(deep)}: nested more than {MAX_META_DEPTH} levels deep"])
+
+
+def _deeper_than(value, limit: int) -> bool:
+    todo = [(value, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= limit:
+                return True
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
+def _complete_events(events: list, has_begin: bool, begin_type) -> list:
+    """Complete events only; with ``has_begin`` (the decode saw a ``B``), ``B``/``E`` pairs (per
     thread, a stack) become complete events too."""
-    xs = [e for e in events if e.__class__ is X]
-    if has_b:
-        stacks: dict = {}
+    complete = [e for e in events if e.__class__ is CompleteEvent]
+    if has_begin:
+        open_events: dict = {}
         for e in events:
             cls = e.__class__
-            if cls is B:
-                stacks.setdefault((e.pid, e.tid), []).append(e)
-            elif cls is E:
-                st = stacks.get((e.pid, e.tid))
-                if st:
-                    b = st.pop()
-                    xs.append(X(b.name, b.cat, b.ts, max(0.0, e.ts - b.ts), b.pid, b.tid, b.args))
-    return xs
+            if cls is begin_type:
+                open_events.setdefault((e.pid, e.tid), []).append(e)
+            elif cls is EndEvent:
+                stack = open_events.get((e.pid, e.tid))
+                if stack:
+                    b = stack.pop()
+                    complete.append(CompleteEvent(b.name, b.cat, b.ts, max(0.0, e.ts - b.ts), b.pid, b.tid, b.args))
+    return complete
 
 
-def _lenient(data: bytes, path) -> tuple[list, dict, int]:
+def _lenient(data, path, schema: _Schema) -> tuple[list, dict]:
     """The slow path for traces whose fields have unexpected types: decode generically, convert."""
+    shown = shorten(path)
     try:
         doc = msgspec.json.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        fail(f"{path}: not JSON ({exc})")
-    if not isinstance(doc, dict):
-        fail(f"{path}: not a trace (the JSON is a {type(doc).__name__}, not an object with traceEvents)")
-    raw = doc.get("traceEvents")
-    if raw is None:
-        fail(f"{path}: not a trace (no traceEvents)")
-    if not isinstance(raw, list):
-        fail(f"{path}: not a trace (traceEvents is not a list)")
-    meta = {k: doc[k] for k in META_KEYS if doc.get(k) is not None}
-    out: list = []
-    for d in raw:
-        if not isinstance(d, dict):
-            continue
-        ph = d.get("ph")
-        if ph not in ("X", "B", "E"):
-            continue
-        try:
-            ts = float(d.get("ts", 0.0))
-            dur = float(d.get("dur", 0.0) or 0.0)
-        except (TypeError, ValueError):
-            continue
-        pid, tid = d.get("pid", 0), d.get("tid", 0)
-        pid = pid if isinstance(pid, (int, str)) else str(pid)
-        tid = tid if isinstance(tid, (int, str)) else str(tid)
-        if ph == "E":
-            out.append(E(ts, pid, tid))
-            continue
-        args = _lenient_args(d.get("args"))
-        name, cat = str(d.get("name", "")), str(d.get("cat", ""))
-        out.append(X(name, cat, ts, dur, pid, tid, args) if ph == "X" else B(name, cat, ts, pid, tid, args))
-    return out, meta, len(raw)
+        fail(f"{shown}: not JSON ({exc})")
+    if isinstance(doc, list):
+        raw, meta = doc, {}
+    elif isinstance(doc, dict):
+        raw = doc.get("traceEvents")
+        if raw is None:
+            fail(f"{shown}: not a trace (no traceEvents)")
+        if not isinstance(raw, list):
+            fail(f"{shown}: not a trace (traceEvents is not a list)")
+        meta = {k: doc[k] for k in META_KEYS if doc.get(k) is not None}
+    else:
+        fail(f"{shown}: not a trace (the JSON is a {type(doc).__name__}, not an object with traceEvents "
+             "or an array of events)")
+    if raw and not any(isinstance(d, dict) for d in raw):
+        fail(f"{shown}: not a trace (its events are not JSON objects)")
+    events = [e for e in map(lambda d: _lenient_event(d, schema.begin_type), raw) if e is not None]
+    return events, meta
+
+
+def _lenient_event(d, begin_type):
+    if not isinstance(d, dict) or d.get("ph") not in ("X", "B", "E"):
+        return None
+    try:
+        ts = float(d.get("ts", 0.0))
+        dur = float(d.get("dur", 0.0) or 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    pid, tid = d.get("pid", 0), d.get("tid", 0)
+    pid = pid if isinstance(pid, (int, str)) and not isinstance(pid, bool) else str(pid)
+    tid = tid if isinstance(tid, (int, str)) and not isinstance(tid, bool) else str(tid)
+    if d["ph"] == "E":
+        return EndEvent(ts, pid, tid)
+    args = _lenient_args(d.get("args"))
+    name, cat = str(d.get("name", "")), str(d.get("cat", ""))
+    if d["ph"] == "X":
+        return CompleteEvent(name, cat, ts, dur, pid, tid, args)
+    return begin_type(name, cat, ts, pid, tid, args)
 
 
 def _lenient_args(a) -> Optional[Args]:
@@ -416,8 +387,158 @@ def _lenient_args(a) -> Optional[Args]:
         v = a.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             kw[f] = v
-    for f in ("grid", "block"):
-        v = a.get(f)
-        if isinstance(v, list):
-            kw[f] = v
+    if isinstance(a.get("grid"), list):
+        kw["grid"] = a["grid"]
     return Args(**kw)
+
+
+# ----------------------------------------------------------------------------- two processes
+
+_BOUNDARY = re.compile(rb"\}\s*(,)\s+\{\s*\"ph\"")
+
+
+def _find_split(mm, start: int) -> Optional[tuple[int, int]]:
+    """(comma between two events near the middle, position of the events array's ``]``)."""
+    n = len(mm)
+    found = _BOUNDARY.search(mm, n // 2, min(n, n // 2 + (8 << 20)))
+    if not found:
+        return None
+    comma = found.start(1)
+    array_form = mm[start:start + 1] == b"["
+    # the array's end: the last ']' preceded by '}' whose tail parses as the rest of the document
+    pos = n
+    for _ in range(8):
+        pos = mm.rfind(b"]", comma, pos)
+        if pos < 0:
+            return None
+        if mm[max(comma, pos - 64):pos].rstrip().endswith(b"}") and _tail_closes(mm[pos + 1:], array_form):
+            return comma, pos
+    return None
+
+
+def _tail_closes(tail: bytes, array_form: bool) -> bool:
+    """Whether what follows the events array ends the document (the rest of an object, or nothing)."""
+    tail = tail.strip()
+    if array_form:
+        return not tail
+    if tail == b"}":
+        return True
+    if not tail.startswith(b","):
+        return False
+    try:
+        msgspec.json.decode(b"{" + tail[1:])
+        return True
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return False
+
+
+def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
+    """Decode + extract two halves in two processes; None when the file does not split cleanly."""
+    found = _find_split(mm, start)
+    if found is None:
+        return None
+    comma, end = found
+    # mm is a private copy-on-write mapping: each process edits its own pages in place
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory or processes left for a fork: one process
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:
+        os.close(read_end)
+        os._exit(_second_half_in_child(mm, comma, end, write_end))
+    os.close(write_end)
+    try:
+        first = _first_half(mm, start, comma)
+        with os.fdopen(read_end, "rb") as f:
+            payload = f.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        raise
+    if first is None or status != 0 or not payload:
+        return None
+    columns_a, meta, n_a = first
+    columns_b, n_b = pickle.loads(payload)
+    if mm[start:start + 1] != b"[":  # the keys after traceEvents (e.g. traceName) are in the second half
+        meta.update({k: v for k, v in _tail_keys(mm[end + 1:]).items() if k not in meta})
+    return merge(columns_a, columns_b), meta, n_a + n_b
+
+
+def _second_half_in_child(mm, comma: int, end: int, write_end: int) -> int:
+    """The child: decode the events after ``comma`` as a list, extract, send the columns; its exit code."""
+    try:
+        mm[comma] = ord("[")
+        schema = _Schema()
+        events = schema.array_form.decode(memoryview(mm)[comma:end + 1])
+        # B/E pairs that lie wholly in this half pair up here; a pair split between the halves
+        # has its B in the first half, which the parent checks (and then falls back)
+        complete = _complete_events(events, schema.saw_begin, schema.begin_type)
+        payload = pickle.dumps((extract(complete), len(events)), protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(write_end, "wb") as f:
+            f.write(payload)
+        return 0
+    except BaseException:
+        return 1
+
+
+def _first_half(mm, start: int, comma: int) -> Optional[tuple[Columns, dict, int]]:
+    """The parent's half: the document up to ``comma``, closed there; None when it has B events or fails."""
+    array_form = mm[start:start + 1] == b"["
+    saved = bytes(mm[comma:comma + 2])
+    mm[comma:comma + 2] = b"] " if array_form else b"]}"
+    schema = _Schema()
+    view = memoryview(mm)[start:comma + 2]
+    try:
+        if array_form:
+            events, meta = schema.array_form.decode(view), {}
+        else:
+            trace = schema.object_form.decode(view)
+            events = trace.traceEvents
+            meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
+            del trace
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        return None
+    finally:
+        view.release()
+        mm[comma:comma + 2] = saved
+    if schema.saw_begin:
+        return None
+    complete = _complete_events(events, False, schema.begin_type)
+    _keep_or_drop(events, complete)
+    return extract(complete), meta, len(events)
+
+
+def _tail_keys(tail: bytes) -> dict:
+    tail = tail.lstrip()
+    if not tail.startswith(b","):
+        return {}
+    try:
+        extra = msgspec.json.decode(b"{" + tail[1:])
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return {}
+    return {k: extra[k] for k in META_KEYS if isinstance(extra, dict) and extra.get(k) is not None}
+
+
+# ----------------------------------------------------------------------------- leaving fast
+
+_kept_until_exit: Optional[list] = None  # switched on by keep_decoded_until_exit()
+
+
+def keep_decoded_until_exit() -> None:
+    """For a command line that ends with ``os._exit``: keep the decoded structs instead of freeing
+    millions of small objects one by one (the process leaves without freeing anything)."""
+    global _kept_until_exit
+    if _kept_until_exit is None:
+        _kept_until_exit = []
+
+
+def _keep_or_drop(*objects) -> None:
+    if _kept_until_exit is not None:
+        _kept_until_exit.append(objects)

@@ -39,33 +39,17 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 
 from __future__ import annotations
 
-import math
-
 from pathlib import Path
 
 from common.commands import display_path, uv_run
-from common.report import names as N
+from common.report import names as trace_names
 from common.report.model import BREAKDOWN_KEYS, Model
-from common.report.rules import Finding, us
+from common.report.rules import Finding
+from common.report.units import fmt_us, json_ready
 
 _VERSION_KEYS = ("torch_version", "pytorch_version", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
                  "cuda_version", "cudnn_version", "nccl_version", "hip_runtime_version", "rocm_version",
                  "roctracer_version", "python_version", "schemaVersion")
-
-
-def _clean(x):
-    """JSON-safe: numpy scalars to Python, NaN/inf to null, floats rounded to 0.001."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        x = x.item()
-    if isinstance(x, float):
-        if math.isnan(x) or math.isinf(x):
-            return None
-        return round(x, 3)
-    return x
 
 
 def meta_of(m: Model) -> dict:
@@ -91,20 +75,21 @@ def used_gpus(m: Model) -> list:
 
 
 def to_json(m: Model, findings: list[Finding]) -> dict:
-    return _clean(dict(
+    return json_ready(dict(
         schema="common.report/1",
         trace=dict(path=m.path, bytes=m.size_bytes, file_bytes=m.file_bytes, events=m.n_events),
         meta=meta_of(m),
         window=m.numbers["window"],
-        gpu={k: v for k, v in m.numbers["gpu"].items() if k not in ("first_event_us", "last_event_us")},
+        gpu=m.numbers["gpu"],
         cpu=m.numbers["cpu"],
         device=m.numbers["device"],
         efficiency=m.numbers["efficiency"],
+        tensorboard=m.numbers["tensorboard"],
         steps=m.step_rows,
         breakdown=m.breakdown,
         categories=m.categories,
         kernels=m.kernels,
-        ops=m.ops[:50],
+        ops=m.ops,
         findings=[f.to_json() for f in findings],
         notes=m.notes,
     ))
@@ -146,9 +131,9 @@ def header_lines(m: Model) -> list[str]:
     if m.window_source == "ProfilerStep":
         nums = [s.number for s in m.steps]
         span = f"#{nums[0]}..#{nums[-1]}" if len(nums) > 2 else ", ".join(f"#{n}" for n in nums)
-        lines.append(f"profiled steps: {len(nums)} ({span}), window {us(m.window_us)}")
+        lines.append(f"profiled steps: {len(nums)} ({span}), window {fmt_us(m.window_us)}")
     else:
-        lines.append(f"no ProfilerStep: one window of {us(m.window_us)} (all events)")
+        lines.append(f"no ProfilerStep: one window of {fmt_us(m.window_us)} (all events)")
     return lines
 
 
@@ -156,19 +141,39 @@ def headline_lines(m: Model) -> list[str]:
     g, c, d = m.numbers["gpu"], m.numbers["cpu"], m.numbers["device"]
     out = []
     if m.has_gpu:
-        out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({us(g['busy_in_window_us'])}); "
-                   f"HTA: busy {us(g['busy_us'])} of a {us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
+        out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({fmt_us(g['busy_in_window_us'])}); "
+                   f"HTA: busy {fmt_us(g['busy_us'])} of a {fmt_us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
+    threads = f" on {c['threads']} threads" if c["threads"] > 1 else ""
     if d["self_device_total_us"] is None:
-        out.append(f"Self CPU {us(c['self_cpu_total_us'])}; no device time (CPU-only trace)")
+        out.append(f"Self CPU {fmt_us(c['self_cpu_total_us'])}{threads}; no device time (CPU-only trace)")
     else:
-        out.append(f"Self CPU {us(c['self_cpu_total_us'])} vs self device {us(d['self_device_total_us'])}"
+        out.append(f"Self CPU {fmt_us(c['self_cpu_total_us'])}{threads} vs self device "
+                   f"{fmt_us(d['self_device_total_us'])}"
                    + (f" (device/CPU {d['device_to_cpu_ratio']:.3f})" if d["device_to_cpu_ratio"] is not None else ""))
     e = m.numbers["efficiency"]
-    if e["est_sm_efficiency_pct"] is not None:
-        occ = f"{e['est_achieved_occupancy_pct']:.1f}%" if e["est_achieved_occupancy_pct"] is not None else "n/a"
-        out.append(f"Est. SM efficiency {e['est_sm_efficiency_pct']:.1f}%, Est. achieved occupancy {occ}, "
-                   f"mean blocks/SM {e['mean_blocks_per_sm']:.2f}, tensor-core kernel time {e['tensor_core_pct']:.1f}%")
+    if e["gpu_utilization_pct"] is not None:
+        out.append(f"TensorBoard{_aligned_words(m)}: GPU utilization {_pct(e['gpu_utilization_pct'])}, "
+                   f"Est. SM efficiency {_pct(e['est_sm_efficiency_pct'])}, "
+                   f"Est. achieved occupancy {_pct(e['est_achieved_occupancy_pct'])}")
+    if e["kernel_weighted_sm_efficiency_pct"] is not None:
+        out.append(f"per kernel time: SM efficiency {_pct(e['kernel_weighted_sm_efficiency_pct'])} (not "
+                   f"TensorBoard's), mean blocks/SM {e['mean_blocks_per_sm']:.2f}, tensor-core kernel time "
+                   f"{_pct(e['tensor_core_pct'])}")
     return out
+
+
+def _pct(value) -> str:
+    return f"{value:.2f}%" if value is not None else "n/a"
+
+
+def _aligned_words(m: Model) -> str:
+    """How the steps TensorBoard's figures use were made, in a few words."""
+    tb = m.numbers["tensorboard"]
+    if tb["steps"] != "device-aligned":
+        return ""
+    dropped = tb["steps_dropped"]
+    tail = f"; {', '.join(d.replace('ProfilerStep', '') for d in dropped)} dropped: not all captured" if dropped else ""
+    return f" (steps aligned to the GPU work they launched{tail})"
 
 
 def _finding_line(f: Finding, hint: bool = True) -> str:
@@ -176,6 +181,14 @@ def _finding_line(f: Finding, hint: bool = True) -> str:
     style = {"warn": "yellow", "note": "cyan"}.get(f.level, "green")
     hint = f" [dim]→ {escape(f.hint)}[/]" if f.hint and hint else ""
     return f"[{style}]{f.rule}[/]: {escape(f.message)}{hint}"
+
+
+def _indented(lines: list[str]):
+    """Lines indented by two columns, their wrapped parts too."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    return Padding(Text.from_markup("\n".join(lines)), (0, 0, 0, 2))
 
 
 def _bullets(lines: list[str]):
@@ -204,15 +217,15 @@ def _steps_table(m: Model):
         t.add_column(col, justify="right" if col != "step" else "left", no_wrap=col != "gap")
     work = m.cpu_work.steps if m.cpu_work and not m.has_gpu else None
     for i, r in enumerate(m.step_rows[:40]):
-        row = [r["name"].replace("ProfilerStep", ""), us(r["wall_us"]), f"{r['ops']:,}"]
+        row = [r["name"].replace("ProfilerStep", ""), fmt_us(r["wall_us"]), f"{r['ops']:,}"]
         if m.has_gpu:
-            row += [f"{r['kernels']:,}", us(r["device_us"]),
+            row += [f"{r['kernels']:,}", fmt_us(r["device_us"]),
                     f"{r['gpu_busy_pct']:.1f}%" if r["gpu_busy_pct"] is not None else "-"]
         elif work:
             row.append(f"{work[i].compute_pct:.0f}%")
         if gaps:
             gap = r["annotation_gap_us"]
-            row.append(f"{escape(str(r['annotation']))} {us(gap)}" if gap is not None else "-")
+            row.append(f"{escape(str(r['annotation']))} {fmt_us(gap)}" if gap is not None else "-")
         t.add_row(*row)
     notes = [f"{len(m.step_rows) - 40} more steps not shown"] if len(m.step_rows) > 40 else []
     if work:
@@ -235,11 +248,19 @@ def _breakdown_table(m: Model):
     keys = BREAKDOWN_KEYS if m.has_gpu else [k for k in BREAKDOWN_KEYS if m.breakdown.get(k)]
     for k in keys:
         v = m.breakdown.get(k, 0.0)
-        t.add_row(k, us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
-    t.add_row("[bold]total[/]", us(total), "100%")
-    if m.has_gpu:
-        t.caption = "TensorBoard's priority: kernel > memcpy > memset > runtime > dataloader > CPU exec > other"
+        t.add_row(k, fmt_us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
+    t.add_row("[bold]total[/]", fmt_us(total), "100%")
     return t
+
+
+def breakdown_note(m: Model) -> str:
+    """What the breakdown counts, under its table."""
+    text = "TensorBoard's breakdown: each instant in the first of kernel > memcpy > memset > runtime > dataloader > " \
+           "CPU exec > other"
+    if m.numbers["tensorboard"]["steps"] == "device-aligned":
+        text += ", over its steps: each runs until the GPU work it launched ends (the steps table: host walls)"
+    dropped = m.numbers["tensorboard"]["steps_dropped"]
+    return text + (f"; {', '.join(dropped)} left out: not all its GPU work was captured" if dropped else "")
 
 
 def _name_width(console) -> int:
@@ -257,8 +278,8 @@ def _kernels_table(m: Model, top: int, name_width: int = 70):
         t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
                      min_width=24 if col == "kernel" else None, overflow="fold")
     for k in m.kernels[:top]:
-        t.add_row(escape(N.short_name(k["name"], name_width)), f"{k['calls']:,}", us(k["total_us"]), us(k["mean_us"]),
-                  us(k["median_us"]), f"{k['share_pct']:.1f}%")
+        t.add_row(escape(trace_names.short_name(k["name"], name_width)), f"{k['calls']:,}", fmt_us(k["total_us"]), fmt_us(k["mean_us"]),
+                  fmt_us(k["median_us"]), f"{k['share_pct']:.1f}%")
     t.caption = "min, max and launch details per kernel: --json"
     return t
 
@@ -275,7 +296,7 @@ def _efficiency_table(m: Model, top: int, name_width: int = 70):
                      min_width=24 if col == "kernel" else None, overflow="fold")
     for k in m.kernels[:top]:
         bps = k["mean_blocks_per_sm"]
-        t.add_row(escape(N.short_name(k["name"], name_width)), pct(k["est_sm_efficiency_pct"]),
+        t.add_row(escape(trace_names.short_name(k["name"], name_width)), pct(k["est_sm_efficiency_pct"]),
                   pct(k["est_achieved_occupancy_pct"]), f"{bps:.2f}" if bps is not None else "-")
     return t
 
@@ -286,18 +307,19 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
     from rich.table import Table
 
     console.print(Panel("\n".join(header_lines(m)), title="trace report", expand=False))
-    for line in headline_lines(m):
-        console.print("  " + line)
+    console.print(_indented(headline_lines(m)))
 
     console.print(_steps_table(m))
     console.print(_breakdown_table(m))
+    if m.has_gpu:
+        console.print(_bullets([f"[dim]{escape(breakdown_note(m))}[/]"]))
 
     if m.has_gpu:
         t = Table(title="GPU time by category")
         for col in ("category", "events", "time", "share"):
             t.add_column(col, justify="left" if col == "category" else "right")
         for c in m.categories:
-            t.add_row(c["label"], f"{c['count']:,}", us(c["time_us"]), f"{c['pct']:.1f}%")
+            t.add_row(c["label"], f"{c['count']:,}", fmt_us(c["time_us"]), f"{c['pct']:.1f}%")
         console.print(t)
 
         console.print(_kernels_table(m, top, _name_width(console)))
@@ -311,8 +333,8 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
         for col in cols:
             t.add_column(col, justify="left" if col == "op" else "right", overflow="fold")
         for o in ops:
-            row = [escape(o["name"][:70]), f"{o['calls']:,}", us(o["cpu_total_us"]), us(o["self_cpu_us"])]
-            t.add_row(*row + ([us(o["self_device_us"])] if m.has_gpu else []))
+            row = [escape(o["name"][:70]), f"{o['calls']:,}", fmt_us(o["cpu_total_us"]), fmt_us(o["self_cpu_us"])]
+            t.add_row(*row + ([fmt_us(o["self_device_us"])] if m.has_gpu else []))
         console.print(t)
 
     console.print(f"[bold]findings[/] ({len(findings)})")
@@ -324,12 +346,9 @@ def render_short(m: Model, findings: list[Finding], console) -> None:
     from rich.markup import escape
     hdr = header_lines(m)
     console.print(f"[bold]trace report[/] {escape(display_path(m.path))}")
-    for line in hdr[2:]:
-        console.print("  " + line)
-    for line in headline_lines(m):
-        console.print("  " + line)
+    console.print(_indented(hdr[2:] + headline_lines(m)))
     if m.window_source == "ProfilerStep" and m.step_rows:
-        steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {us(r['wall_us'])}" for r in m.step_rows[:8])
+        steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {fmt_us(r['wall_us'])}" for r in m.step_rows[:8])
         console.print(f"  step wall times: {steps}")
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those

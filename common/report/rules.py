@@ -9,16 +9,20 @@ read numbers the model computed; the few per-rule aggregations below run over sh
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from common.knobs import RunKnobs
-from common.report import names as N
+from common.report import names as trace_names
 from common.report.gpus import Gpu, gpu_of
-from common.report.model import KERNEL, MEMCPY, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
+from common.paths import LARGE_TRACE_BYTES
+from common.report.columns import factorize
+from common.report.model import CATEGORY_CODES, KERNEL, MEMCPY, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
 from common.report.steadiness import Spread, first_vs_rest
+from common.report.units import fmt_us, rounded
 
 
 @dataclass
@@ -33,24 +37,6 @@ class Finding:
         return dict(rule=self.rule, level=self.level, message=self.message, hint=self.hint, evidence=self.evidence)
 
 
-def us(x) -> str:
-    """A duration in µs, printed with a unit that suits it."""
-    if x is None:
-        return "n/a"
-    x = float(x)
-    if abs(x) >= 1e6:
-        return f"{x / 1e6:.2f} s"
-    if abs(x) >= 1e3:
-        return f"{x / 1e3:.2f} ms"
-    if abs(x) >= 10:
-        return f"{x:.0f} µs"
-    return f"{x:.1f} µs"
-
-
-def _r(x, nd=1):
-    return None if x is None else round(float(x), nd)
-
-
 RULES: list = []
 
 
@@ -59,13 +45,20 @@ def rule(fn):
     return fn
 
 
+STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule that crashes raises (the tests set it)
+
+
 def run_rules(m: Model) -> list[Finding]:
-    """Every rule over the model. A rule that trips on an odd trace reports itself, the others run."""
+    """Every rule over the model. A rule that trips on an odd trace reports itself as a
+    ``rule_error`` finding and the others run; with REPORT_STRICT_RULES=1 it raises instead."""
+    strict = os.environ.get(STRICT_ENV, "") not in ("", "0")
     out = []
     for fn in RULES:
         try:
             f = fn(m)
         except Exception as exc:  # noqa: BLE001 - one odd trace must not cost the whole report
+            if strict:
+                raise
             f = Finding("rule_error", f"the {fn.__name__} rule could not read this trace ({type(exc).__name__}: {exc})",
                         level="note", evidence=dict(rule=fn.__name__))
         if f is not None:
@@ -92,15 +85,15 @@ def no_steps(m: Model):
     """No ProfilerStep#N in the trace: analysed as one window spanning all events."""
     if m.window_source == "ProfilerStep":
         return None
-    return Finding("no_steps", f"no ProfilerStep in the trace: analysed as one window of {us(m.window_us)} "
+    return Finding("no_steps", f"no ProfilerStep in the trace: analysed as one window of {fmt_us(m.window_us)} "
                    "spanning all events", "call prof.step() at the end of every iteration (with a schedule) to get steps",
-                   dict(window_us=_r(m.window_us)), level="note")
+                   dict(window_us=rounded(m.window_us)), level="note")
 
 
 @rule
 def large_trace(m: Model):
     """A trace over ~500 MB: Perfetto and TensorBoard render it slowly; profile fewer active steps."""
-    if m.size_bytes <= 500_000_000:
+    if m.size_bytes <= LARGE_TRACE_BYTES:
         return None
     return Finding("large_trace", f"the trace is {m.size_bytes / 1e6:,.0f} MB of JSON "
                    f"({m.n_events:,} events): Perfetto and TensorBoard open files this big slowly",
@@ -164,25 +157,25 @@ def _steady_work(m: Model):
 
 def _cpu_work_evidence(m: Model) -> dict:
     w = _steady_work(m)
-    return dict(median_step_us=_r(w.median_wall_us), median_compute_us=_r(w.median_compute_us),
-                compute_pct=_r(w.median_compute_pct), compute_per_call_us=_r(w.per_call_us),
-                compute_calls_per_step=_r(w.median_calls),
-                compute_ops={o.name: dict(calls=o.calls, per_call_us=_r(o.per_call_us)) for o in w.compute_ops[:8]},
-                dispatch_per_step_us={o.name: _r(o.self_us / len(m.cpu_work.steps)) for o in w.dispatch[:8]},
-                matmul_gflops=_r(_matmul_gflops(m), 2),
-                per_step_compute_pct=[_r(s.compute_pct) for s in w.steps])
+    return dict(median_step_us=rounded(w.median_wall_us), median_compute_us=rounded(w.median_compute_us),
+                compute_pct=rounded(w.median_compute_pct), compute_per_call_us=rounded(w.per_call_us),
+                compute_calls_per_step=rounded(w.median_calls),
+                compute_ops={o.name: dict(calls=o.calls, per_call_us=rounded(o.per_call_us)) for o in w.compute_ops[:8]},
+                dispatch_per_step_us={o.name: rounded(o.self_us / len(m.cpu_work.steps)) for o in w.dispatch[:8]},
+                matmul_gflops=rounded(_matmul_gflops(m), 2),
+                per_step_compute_pct=[rounded(s.compute_pct) for s in w.steps])
 
 
 def _ops_per_call(ops, n: int = 3) -> str:
     """``aten::mm 30 µs/call, aten::add 4.0 µs/call``."""
-    return ", ".join(f"{o.name} {us(o.per_call_us)}/call" for o in ops[:n]) + (
+    return ", ".join(f"{o.name} {fmt_us(o.per_call_us)}/call" for o in ops[:n]) + (
         f" and {len(ops) - n} more" if len(ops) > n else "")
 
 
 def _dispatch_text(m: Model, n: int = 3) -> str:
     """The biggest holders of the dispatch time, per step: ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
     w = m.cpu_work  # totals over every step
-    return ", ".join(f"{o.name} {us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
+    return ", ".join(f"{o.name} {fmt_us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
 
 
 def _cpu_overhead_bound(m: Model):
@@ -191,7 +184,7 @@ def _cpu_overhead_bound(m: Model):
     w = _steady_work(m)
     pct = w.median_compute_pct
     return Finding("overhead_bound", f"overhead-bound (the CPU analogue of Part 1's size 64): of a step's "
-                   f"{us(w.median_wall_us)} (median), the compute ops' own work is {us(w.median_compute_us)} "
+                   f"{fmt_us(w.median_wall_us)} (median), the compute ops' own work is {fmt_us(w.median_compute_us)} "
                    f"({pct:.0f}%: {_ops_per_call(w.compute_ops)}{_rate_text(m)}); the other {100 - pct:.0f}% is "
                    f"dispatch around them (per step: {_dispatch_text(m)})",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
@@ -205,7 +198,7 @@ def _cpu_compute_bound(m: Model):
     w = _steady_work(m)
     pct = w.median_compute_pct
     return Finding("compute_bound", f"compute-bound (the CPU analogue of Part 1's size 4096): {pct:.0f}% of a step's "
-                   f"{us(w.median_wall_us)} (median) is the compute ops' own work ({_ops_per_call(w.compute_ops)}"
+                   f"{fmt_us(w.median_wall_us)} (median) is the compute ops' own work ({_ops_per_call(w.compute_ops)}"
                    f"{_rate_text(m)}); the dispatch around them is {100 - pct:.0f}%",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
                    "cutting dispatch overhead would not",
@@ -224,11 +217,11 @@ def overhead_bound(m: Model):
     busy = m.numbers["gpu"]["busy_pct_of_window"]
     if cpu <= 0 or dev >= 0.5 * cpu or busy >= 50:
         return None
-    return Finding("overhead_bound", f"overhead-bound: Self CPU {us(cpu)} vs self device {us(dev)} "
+    return Finding("overhead_bound", f"overhead-bound: Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)} "
                    f"(device = {100 * dev / cpu:.1f}% of CPU); the GPU is busy {busy:.1f}% of the profiled window",
                    "make the work bigger (larger or batched tensors), fuse ops (torch.compile), or cut launches "
                    "(CUDA graphs: torch.compile mode='reduce-overhead')",
-                   dict(self_cpu_us=_r(cpu), self_device_us=_r(dev), gpu_busy_pct_of_window=_r(busy, 2)), level="warn")
+                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)), level="warn")
 
 
 @rule
@@ -244,11 +237,11 @@ def compute_bound(m: Model):
     if busy < 70 and not (cpu > 0 and dev >= cpu and busy >= 50):
         return None
     top = m.kernels[0] if m.kernels else None
-    extra = f"; {N.short_name(top['name'], 60)} takes {top['share_pct']:.0f}% of kernel time" if top else ""
+    extra = f"; {trace_names.short_name(top['name'], 60)} takes {top['share_pct']:.0f}% of kernel time" if top else ""
     return Finding("compute_bound", f"compute-bound: the GPU is busy {busy:.1f}% of the profiled window "
-                   f"(self device {us(dev)} vs Self CPU {us(cpu)}){extra}",
+                   f"(self device {fmt_us(dev)} vs Self CPU {fmt_us(cpu)}){extra}",
                    "optimise the kernels themselves: lower precision (bf16/fp16, TF32), better shapes, fusion",
-                   dict(self_cpu_us=_r(cpu), self_device_us=_r(dev), gpu_busy_pct_of_window=_r(busy, 2)))
+                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)))
 
 
 @rule
@@ -259,10 +252,10 @@ def hotspot_kernel(m: Model):
     k = m.kernels[0]
     if k["share_pct"] < 25:
         return None
-    return Finding("hotspot_kernel", f"hotspot kernel: {N.short_name(k['name'], 70)} takes {k['share_pct']:.1f}% "
-                   f"of kernel time ({us(k['total_us'])} in {k['calls']:,} calls, median {us(k['median_us'])})",
+    return Finding("hotspot_kernel", f"hotspot kernel: {trace_names.short_name(k['name'], 70)} takes {k['share_pct']:.1f}% "
+                   f"of kernel time ({fmt_us(k['total_us'])} in {k['calls']:,} calls, median {fmt_us(k['median_us'])})",
                    "start optimising there; find the op that launches it in the trace (the flow arrow)",
-                   dict(kernel=k["name"], share_pct=_r(k["share_pct"]), total_us=_r(k["total_us"]), calls=k["calls"]))
+                   dict(kernel=k["name"], share_pct=rounded(k["share_pct"]), total_us=rounded(k["total_us"]), calls=k["calls"]))
 
 
 @rule
@@ -278,9 +271,9 @@ def hotspot_op(m: Model):
             return None
         share = 100 * top["self_device_us"] / total
         return Finding("hotspot_op", f"hotspot op: {top['name']} launches {share:.1f}% of device time "
-                       f"({us(top['self_device_us'])} in {top['calls']:,} calls, {top['kernels']:,} kernels)",
+                       f"({fmt_us(top['self_device_us'])} in {top['calls']:,} calls, {top['kernels']:,} kernels)",
                        "look at its shapes (record_shapes=True) and the kernels it picks",
-                       dict(op=top["name"], share_pct=_r(share), self_device_us=_r(top["self_device_us"]),
+                       dict(op=top["name"], share_pct=rounded(share), self_device_us=rounded(top["self_device_us"]),
                             calls=top["calls"]))
     total = sum(o["self_cpu_us"] for o in ops)
     top = max(ops, key=lambda o: o["self_cpu_us"])
@@ -292,9 +285,9 @@ def hotspot_op(m: Model):
             "compute": "its own work is the cost: less arithmetic or a faster kernel for this shape and dtype"}.get(
         _cpu_regime(m), "look at its shapes (record_shapes=True) and how often it is called")
     return Finding("hotspot_op", f"hotspot op: {top['name']} takes {share:.1f}% of the ops' self CPU time "
-                   f"({us(top['self_cpu_us'])} in {top['calls']:,} calls, {us(per_call)} per call)",
+                   f"({fmt_us(top['self_cpu_us'])} in {top['calls']:,} calls, {fmt_us(per_call)} per call)",
                    hint,
-                   dict(op=top["name"], share_pct=_r(share), self_cpu_us=_r(top["self_cpu_us"]), calls=top["calls"]))
+                   dict(op=top["name"], share_pct=rounded(share), self_cpu_us=rounded(top["self_cpu_us"]), calls=top["calls"]))
 
 
 @rule
@@ -310,10 +303,10 @@ def many_calls(m: Model):
     if per_step < 100:
         return None
     return Finding("many_calls", f"{top['name']} is called {top['calls']:,} times ({per_step:,.0f} per step), "
-                   f"{us(top['cpu_total_us'])} CPU in total, {us(top['cpu_total_us'] / top['calls'])} per call",
+                   f"{fmt_us(top['cpu_total_us'])} CPU in total, {fmt_us(top['cpu_total_us'] / top['calls'])} per call",
                    "a cheap op called this often adds up: fuse or batch it (foreach/fused optimizers, torch.compile)",
-                   dict(op=top["name"], calls=top["calls"], calls_per_step=_r(per_step),
-                        cpu_total_us=_r(top["cpu_total_us"])))
+                   dict(op=top["name"], calls=top["calls"], calls_per_step=rounded(per_step),
+                        cpu_total_us=rounded(top["cpu_total_us"])))
 
 
 @rule
@@ -335,12 +328,12 @@ def children_heavy(m: Model):
     if kids.size:
         tot = np.bincount(cpu["name"][kids], weights=cpu["dur"][kids])
         c = int(np.argmax(tot))
-        child = f"; the heaviest child is {m.names[c]} ({us(tot[c])})"
-        ev = dict(heaviest_child=m.names[c], heaviest_child_us=_r(tot[c]))
-    return Finding("children_heavy", f"{top['name']}: CPU total {us(top['cpu_total_us'])} but self only "
-                   f"{us(top['self_cpu_us'])}: the cost lives in its children{child}",
+        child = f"; the heaviest child is {m.names[c]} ({fmt_us(tot[c])})"
+        ev = dict(heaviest_child=m.names[c], heaviest_child_us=rounded(tot[c]))
+    return Finding("children_heavy", f"{top['name']}: CPU total {fmt_us(top['cpu_total_us'])} but self only "
+                   f"{fmt_us(top['self_cpu_us'])}: the cost lives in its children{child}",
                    "drill into the nested events, not the parent",
-                   dict(op=top["name"], cpu_total_us=_r(top["cpu_total_us"]), self_cpu_us=_r(top["self_cpu_us"]), **ev))
+                   dict(op=top["name"], cpu_total_us=rounded(top["cpu_total_us"]), self_cpu_us=rounded(top["self_cpu_us"]), **ev))
 
 
 # ----------------------------------------------------------------------------- CPU lane
@@ -384,11 +377,11 @@ def cold_first_step(m: Model):
         return None
     rest = cmp.rest
     others = f"{m.step_label(1)}..{m.step_label(len(m.steps) - 1)}" if len(m.steps) > 2 else m.step_label(1)
-    return Finding("cold_first_step", f"cold first step: {m.step_label(0)} took {us(cmp.first)}, {cmp.ratio:.1f}x the "
-                   f"median {us(rest.median)} of {others} (they range {us(rest.low)} to {us(rest.high)})",
+    return Finding("cold_first_step", f"cold first step: {m.step_label(0)} took {fmt_us(cmp.first)}, {cmp.ratio:.1f}x the "
+                   f"median {fmt_us(rest.median)} of {others} (they range {fmt_us(rest.low)} to {fmt_us(rest.high)})",
                    _warmup_hint(m.knobs),
-                   dict(first_step=m.steps[0].name, first_us=_r(cmp.first), median_others_us=_r(rest.median),
-                        others_range_us=[_r(rest.low), _r(rest.high)], ratio=_r(cmp.ratio, 2),
+                   dict(first_step=m.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
+                        others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
                         warmed_up=_warmed_up(m) if m.knobs else None), level="warn")
 
 
@@ -408,8 +401,8 @@ def noisy_steps(m: Model):
     if not judged.noisy and not first_in_noise and not busy:
         return None
     which = "the steps after the cold first one" if cold else "the steps"
-    parts = [f"{which} take {us(judged.low)} to {us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x apart, "
-             f"median {us(judged.median)}): too noisy to judge step-to-step differences"]
+    parts = [f"{which} take {fmt_us(judged.low)} to {fmt_us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x apart, "
+             f"median {fmt_us(judged.median)}): too noisy to judge step-to-step differences"]
     if busy:
         parts = [f"the matmul arithmetic ran at {_matmul_gflops(m) * 1e3:,.0f} MFLOP/s, far slower than any CPU "
                  "multiplies matrices: the machine was busy (other programs, more threads than cores), so these "
@@ -420,12 +413,12 @@ def noisy_steps(m: Model):
     elif _warmed_up(m):
         parts.append("the run was warmed up (--warmup), so a wide step is noise (the machine, the profiler), "
                      "not a cold start")
-    hint_steps = f" (--schedule 1,1,10)" if m.knobs else ""
+    hint_steps = " (--schedule 1,1,10)" if m.knobs else ""
     return Finding("noisy_steps", "; ".join(parts),
                    f"profile more active steps{hint_steps} on an idle machine"
                    + (" (or with OMP_NUM_THREADS=1 beside other work)" if busy else "") + " and compare medians, not means",
-                   dict(steps_us=[_r(d) for d in durs], judged_from=1 if cold else 0, median_us=_r(judged.median),
-                        max_over_min=_r(judged.high / max(judged.low, 1e-9), 2)), level="note")
+                   dict(steps_us=[rounded(d) for d in durs], judged_from=1 if cold else 0, median_us=rounded(judged.median),
+                        max_over_min=rounded(judged.high / max(judged.low, 1e-9), 2)), level="note")
 
 
 @rule
@@ -440,19 +433,13 @@ def annotation_gap(m: Model):
     if cmp is None or not cmp.beyond_noise or cmp.ratio < 2:
         return None
     r0 = rows[0][1]
-    per = ", ".join(f"{m.step_label(i)} {us(r['annotation_gap_us'])}" for i, r in rows[:6])
-    return Finding("annotation_gap", f"record_function gap: '{r0['annotation']}' starts {us(cmp.first)} before its "
-                   f"first op ({r0['first_op']}) in {m.step_label(0)}, vs {us(cmp.rest.median)} in the other steps "
+    per = ", ".join(f"{m.step_label(i)} {fmt_us(r['annotation_gap_us'])}" for i, r in rows[:6])
+    return Finding("annotation_gap", f"record_function gap: '{r0['annotation']}' starts {fmt_us(cmp.first)} before its "
+                   f"first op ({r0['first_op']}) in {m.step_label(0)}, vs {fmt_us(cmp.rest.median)} in the other steps "
                    f"({per})",
                    "the cold-start tax again: " + _warmup_hint(m.knobs),
                    dict(annotation=r0["annotation"], first_op=r0["first_op"],
-                        gaps_us={m.steps[i].name: _r(r["annotation_gap_us"], 3) for i, r in rows}), level="warn")
-
-
-def _runtime_order(m: Model):
-    cpu = m.cpu
-    rt = np.flatnonzero(cpu["kind"] == RUNTIME)  # sorted by thread, then time
-    return rt
+                        gaps_us={m.steps[i].name: rounded(r["annotation_gap_us"], 3) for i, r in rows}), level="warn")
 
 
 def trace_gpu(m: Model) -> Gpu:
@@ -466,10 +453,10 @@ def _queried_kernels(m: Model) -> tuple[np.ndarray, np.ndarray]:
     previous launch), both indexed like ``m.dev``."""
     dev, cpu = m.dev, m.cpu
     kj = np.flatnonzero((dev["launch"] >= 0) & (dev["kind"] == KERNEL))
-    rt = _runtime_order(m)
+    rt = np.flatnonzero(cpu["kind"] == RUNTIME)  # sorted by thread, then time
     if not rt.size or not kj.size:
         return kj, np.zeros(kj.size, dtype=bool)
-    is_occ = m.name_mask(N.is_occupancy_query)[cpu["name"][rt]]
+    is_occ = m.name_mask(trace_names.is_occupancy_query)[cpu["name"][rt]]
     launch_mask = np.zeros(cpu["n"], dtype=bool)
     launch_mask[dev["launch"][kj]] = True
     cq = np.cumsum(is_occ)
@@ -502,7 +489,7 @@ def occupancy_query(m: Model):
     dev, cpu = m.dev, m.cpu
     gpu = trace_gpu(m)
     kj, kq = _queried_kernels(m)
-    gemm = m.dev.get("category", np.zeros(dev["n"], np.int64))[kj] == list(N.CATEGORIES).index("gemm")
+    gemm = dev["category"][kj] == CATEGORY_CODES["gemm"]
     gemm_launches = _names_of(m, cpu["name"][dev["launch"][kj[gemm]]])
     ev = dict(gpu=gpu.describe(), compute_capability=gpu.sm, queries_expected=gpu.expects_gemm_occupancy_query,
               case=gpu.occupancy_case(), gemm_launches=int(gemm.sum()), gemm_launches_queried=int((gemm & kq).sum()),
@@ -518,11 +505,11 @@ def occupancy_query(m: Model):
         for i in np.argsort(-cnt)[:k].tolist():
             sel = mask & (kop == ops[i])
             kn, kc = np.unique(kname[sel], return_counts=True)
-            names_ = [N.short_name(m.names[kn[j]], 60) for j in np.argsort(-kc)[:2].tolist()]
+            names_ = [trace_names.short_name(m.names[kn[j]], 60) for j in np.argsort(-kc)[:2].tolist()]
             out[m.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
         return out
 
-    queries = _names_of(m, cpu["name"][(cpu["kind"] == RUNTIME) & m.name_mask(N.is_occupancy_query)[cpu["name"]]])
+    queries = _names_of(m, cpu["name"][(cpu["kind"] == RUNTIME) & m.name_mask(trace_names.is_occupancy_query)[cpu["name"]]])
     nq, npl = int(kq.sum()), int((~kq).sum())
     tq, tp = top(kq), top(~kq)
     qtxt = ", ".join(f"{op} ({v['launches']}x → {v['kernels'][0]})" for op, v in tq.items())
@@ -577,12 +564,12 @@ def long_final_sync(m: Model):
     if busy > 0.5 * d:
         return None
     total = m.numbers["gpu"]["busy_in_window_us"] or 0.0
-    return Finding("long_final_sync", f"long final {m.names[cpu['name'][i]]}: {us(d)} while the GPU is busy "
-                   f"{us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {us(total)}",
+    return Finding("long_final_sync", f"long final {m.names[cpu['name'][i]]}: {fmt_us(d)} while the GPU is busy "
+                   f"{fmt_us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {fmt_us(total)}",
                    "the profiler flushing at the end of the window, not a real cost; a sync this long over so little "
                    "GPU work says the run is overhead-bound",
-                   dict(sync_us=_r(d), gpu_busy_during_us=_r(busy), gpu_busy_in_window_us=_r(total),
-                        start_us=_r(a)))
+                   dict(sync_us=rounded(d), gpu_busy_during_us=rounded(busy), gpu_busy_in_window_us=rounded(total),
+                        start_us=rounded(a)))
 
 
 def _dtod_before_gemm(m: Model) -> list:
@@ -590,12 +577,10 @@ def _dtod_before_gemm(m: Model) -> list:
     dev = m.dev
     dtod = m.name_mask(lambda s: "DtoD" in s or "Device -> Device" in s)
     cand = np.flatnonzero((dev["kind"] == MEMCPY) & dtod[dev["name"]])
-    cat = dev.get("category")
-    if not cand.size or cat is None:
+    if not cand.size:
         return []
-    gemm_code = list(N.CATEGORIES).index("gemm")
+    cat, gemm_code = dev["category"], CATEGORY_CODES["gemm"]
     # next device event on the same device and stream
-    from common.report.model import factorize
     sid, _ = factorize(list(zip(dev["device"].tolist(), dev["stream"])))
     order = np.lexsort((dev["ts"], sid))
     rank = np.empty_like(order)
@@ -614,13 +599,12 @@ def _dtod_before_gemm(m: Model) -> list:
 def _addmm_gemms(m: Model) -> np.ndarray:
     """GEMM kernels launched from inside an aten::addmm (indices into ``m.dev``)."""
     dev, cpu = m.dev, m.cpu
-    cat = dev.get("category")
-    if "aten::addmm" not in m.names or cat is None:
+    if "aten::addmm" not in m.names:
         return np.empty(0, np.int64)
     addmm = m.names.index("aten::addmm")
     has_op = dev["op"] >= 0
     by_addmm = has_op & (cpu["name"][np.where(has_op, dev["op"], 0)] == addmm)
-    return np.flatnonzero(by_addmm & (dev["kind"] == KERNEL) & (cat == list(N.CATEGORIES).index("gemm")))
+    return np.flatnonzero(by_addmm & (dev["kind"] == KERNEL) & (dev["category"] == CATEGORY_CODES["gemm"]))
 
 
 @rule
@@ -650,8 +634,8 @@ def hidden_dtod_copy(m: Model):
     gname = m.names[dev["name"][g]]
     via = f" (issued by {' ← '.join(chain[:4])})" if chain else ""
     return Finding("hidden_dtod_copy", f"hidden copy: {len(pairs)} Memcpy DtoD{size}, median "
-                   f"{us(float(np.median(dev['dur'][[p[0] for p in pairs]])))}, each right before GEMM "
-                   f"{N.short_name(gname, 60)}{via}",
+                   f"{fmt_us(float(np.median(dev['dur'][[p[0] for p in pairs]])))}, each right before GEMM "
+                   f"{trace_names.short_name(gname, 60)}{via}",
                    "the bias seed copy of addmm (out = bias, then GEMM with beta=1): fused at the dispatcher, not in "
                    "the kernel; torch versions differ (recent ones may hand the bias to the GEMM without this copy)",
                    dict(variant="copy", pairs=len(pairs), bytes=b, gemm=gname, issued_by=chain))
@@ -664,7 +648,7 @@ def _no_bias_copy(m: Model):
         return None
     names = _names_of(m, m.dev["name"][gemms])
     return Finding("hidden_dtod_copy", f"no bias seed copy: aten::addmm launches {gemms.size:,} GEMM kernels "
-                   f"({', '.join(N.short_name(n, 60) for n in names[:2])}) with no Memcpy DtoD before them: the GEMM "
+                   f"({', '.join(trace_names.short_name(n, 60) for n in names[:2])}) with no Memcpy DtoD before them: the GEMM "
                    "reads the bias itself", "the posts' Part 1 (compiled, A100, an older torch) shows a Memcpy DtoD "
                    "seeding the output before the GEMM; whether addmm copies depends on the torch version and on the "
                    "bias (a bias vector can ride in the GEMM's epilogue)",
@@ -687,12 +671,20 @@ def activity_buffer_request(m: Model):
     steps = m.step_of(np.array([r[1] for r in reqs]))
     where = sorted({m.step_label(int(s)) for s in steps if s >= 0})
     return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
-                   f"{us(sum(r[2] for r in reqs))} in total; the first at +{us(first[1])} ({us(first[2])})"
+                   f"{fmt_us(sum(r[2] for r in reqs))} in total; the first at +{fmt_us(first[1])} ({fmt_us(first[2])})"
                    + (f", in steps {', '.join(where)}" if where else ""),
                    "the profiler's own buffer management, not your code: profile a warmed-up loop, or more "
                    "steps to see it only once",
-                   dict(count=len(reqs), total_us=_r(sum(r[2] for r in reqs)), first_at_us=_r(first[1]),
+                   dict(count=len(reqs), total_us=rounded(sum(r[2] for r in reqs)), first_at_us=rounded(first[1]),
                         steps=where))
+
+
+def _device_window(m: Model, i: int) -> tuple[float, float]:
+    """Step ``i`` as TensorBoard moves it onto the device side (its host span when TensorBoard drops it)."""
+    aligned = m.aligned_steps
+    if i < aligned.kept:
+        return float(aligned.starts[i]), float(aligned.ends[i])
+    return m.steps[i].start, m.steps[i].end
 
 
 @rule
@@ -704,12 +696,16 @@ def kernel_gap(m: Model):
     dev = m.dev
     gpu = m.intervals["gpu"]
     best = []
-    for i, s in enumerate(m.steps):
+    for i in range(len(m.steps)):
         sel = dev["step"] == i
         if sel.sum() < 2:
             best.append(None)
             continue
-        a, b = float(dev["ts"][sel].min()), float(dev["end"][sel].max())
+        start, end = _device_window(m, i)  # a kernel that claims to start before its step is cut there
+        a, b = max(float(dev["ts"][sel].min()), start), min(float(dev["end"][sel].max()), end)
+        if b <= a:
+            best.append(None)
+            continue
         gs, ge = gpu.gaps_inside(a, b)
         if not gs.size:
             best.append((0.0, a, a))
@@ -728,10 +724,10 @@ def kernel_gap(m: Model):
     gs, ge = best[i][1], best[i][2]
     overlap = [o[0] for o in m.overheads if o[1] < ge and o[1] + o[2] > gs]
     over = f"; overlapping {overlap[0]}" if overlap else ""
-    return Finding("kernel_gap", f"GPU gap: {us(g)} idle between two kernels inside {m.step_label(i)} "
-                   f"(at +{us(gs)}), vs a median largest gap of {us(med)} in the other steps{over}",
+    return Finding("kernel_gap", f"GPU gap: {fmt_us(g)} idle between two kernels inside {m.step_label(i)} "
+                   f"(at +{fmt_us(gs)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}",
                    "run more active steps: if it appears once it is the profiler (buffer request), not your code",
-                   dict(step=m.steps[i].name, gap_us=_r(g), at_us=_r(gs), median_other_steps_us=_r(med),
+                   dict(step=m.steps[i].name, gap_us=rounded(g), at_us=rounded(gs), median_other_steps_us=rounded(med),
                         overlapping=overlap))
 
 
@@ -757,18 +753,18 @@ def kernel_time_spread(m: Model):
         return None
     k, per, ratio = max(hits, key=lambda h: h[0]["total_us"])
     steps = [m.step_label(i) for i, c in enumerate(k["per_step_calls"]) if c]
-    per_txt = ", ".join(f"{s} {us(t)}" for s, t in list(zip(steps, per))[:8])
-    return Finding("kernel_time_spread", f"{N.short_name(k['name'], 60)} times differently across steps: {per_txt} "
-                   f"(max/min {ratio:.1f}x); mean {us(k['mean_us'])} vs median {us(k['median_us'])} per call",
+    per_txt = ", ".join(f"{s} {fmt_us(t)}" for s, t in list(zip(steps, per))[:8])
+    return Finding("kernel_time_spread", f"{trace_names.short_name(k['name'], 60)} times differently across steps: {per_txt} "
+                   f"(max/min {ratio:.1f}x); mean {fmt_us(k['mean_us'])} vs median {fmt_us(k['median_us'])} per call",
                    "clocks, thermals and driver housekeeping move single runs: read the trace and the median, "
                    "not the mean; warm up and profile more steps",
-                   dict(kernel=k["name"], per_step_us=[_r(t) for t in per], max_over_min=_r(ratio, 2),
-                        mean_us=_r(k["mean_us"]), median_us=_r(k["median_us"]), others=len(hits) - 1))
+                   dict(kernel=k["name"], per_step_us=[rounded(t) for t in per], max_over_min=rounded(ratio, 2),
+                        mean_us=rounded(k["mean_us"]), median_us=rounded(k["median_us"]), others=len(hits) - 1))
 
 
 # ----------------------------------------------------------------------------- dispatch chain
 
-VIEW_OPS = N.VIEW_OPS
+VIEW_OPS = trace_names.VIEW_OPS
 
 
 @rule
@@ -779,11 +775,11 @@ def metadata_only_ops(m: Model):
     if not rows:
         return None
     rows.sort(key=lambda o: -o["calls"])
-    txt = ", ".join(f"{o['name']} ({o['calls']:,}x, {us(o['cpu_total_us'])} CPU)" for o in rows[:6])
+    txt = ", ".join(f"{o['name']} ({o['calls']:,}x, {fmt_us(o['cpu_total_us'])} CPU)" for o in rows[:6])
     tail = "launched no kernel (0 device time)" if m.has_gpu else "(views: no data moved; a CPU trace has no kernels)"
     return Finding("metadata_only_ops", f"metadata-only ops: {txt} {tail}",
                    "views cost only dispatch time; they matter only when called very often",
-                   dict(ops={o["name"]: dict(calls=o["calls"], cpu_total_us=_r(o["cpu_total_us"])) for o in rows}))
+                   dict(ops={o["name"]: dict(calls=o["calls"], cpu_total_us=rounded(o["cpu_total_us"])) for o in rows}))
 
 
 def _children_names(m: Model, parent_name: str) -> dict:
@@ -953,22 +949,22 @@ def fused_kernels(m: Model):
     reduction); on the CPU graph_0_cpp_fused_... / cpp_fused_... (C++/OpenMP)."""
     rows = []
     for k in m.kernels:
-        d = N.decode_fused(k["name"])
+        d = trace_names.decode_fused(k["name"])
         if d:
             rows.append((k["name"], d, k["total_us"], k["calls"], "GPU"))
     gpu_names = {r[0] for r in rows}
     for o in m.ops:
-        d = N.decode_fused(o["name"])
+        d = trace_names.decode_fused(o["name"])
         if d and o["name"] not in gpu_names:
             rows.append((o["name"], d, o["cpu_total_us"], o["calls"], "CPU"))
     if not rows:
         return None
     rows.sort(key=lambda r: -r[2])
-    txt = "; ".join(f"{n} -> {N.describe_fused(d)} ({c}x, {us(t)})" for n, d, t, c, _ in rows[:4])
+    txt = "; ".join(f"{n} -> {trace_names.describe_fused(d)} ({c}x, {fmt_us(t)})" for n, d, t, c, _ in rows[:4])
     more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
     return Finding("fused_kernels", f"fused kernels: {txt}{more}",
                    "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory",
-                   dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=_r(t), **d) for n, d, t, c, lane in rows[:20]]))
+                   dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(t), **d) for n, d, t, c, lane in rows[:20]]))
 
 
 @rule
@@ -978,19 +974,19 @@ def gemm_kernels(m: Model):
     and epilogue flags) and layout (nn/tn/TNT); identical names mean identical GPU work (typically the
     same in eager and compiled mode). A ``bias`` flag (nvjet_..._bias_...) shows the bias add riding in
     the GEMM's epilogue: one kernel for nn.Linear's matmul + bias."""
-    rows = [(k, N.decode_gemm(k["name"])) for k in m.kernels if k["category"] == "gemm"]
+    rows = [(k, trace_names.decode_gemm(k["name"])) for k in m.kernels if k["category"] == "gemm"]
     rows = [(k, d) for k, d in rows if d]
     if not rows:
         return None
     total = sum(k["total_us"] for k, _ in rows)
     share = sum(k["share_pct"] for k, _ in rows)
-    txt = "; ".join(f"{N.short_name(k['name'], 60)} = {N.describe_gemm(d)} ({k['calls']}x, median {us(k['median_us'])})"
+    txt = "; ".join(f"{trace_names.short_name(k['name'], 60)} = {trace_names.describe_gemm(d)} ({k['calls']}x, median {fmt_us(k['median_us'])})"
                     for k, d in rows[:3])
     more = f" (+{len(rows) - 3} more)" if len(rows) > 3 else ""
-    bias = [k["name"] for k, d in rows if N.has_bias_epilogue(d)]
-    epi = (f"; the bias rides in the GEMM's epilogue ('bias' flag in {N.short_name(bias[0], 60)}"
+    bias = [k["name"] for k, d in rows if trace_names.has_bias_epilogue(d)]
+    epi = (f"; the bias rides in the GEMM's epilogue ('bias' flag in {trace_names.short_name(bias[0], 60)}"
            f"{f' and {len(bias) - 1} more' if len(bias) > 1 else ''}): matmul + bias in one kernel") if bias else ""
-    return Finding("gemm_kernels", f"GEMM kernels ({share:.0f}% of kernel time, {us(total)}): {txt}{more}{epi}",
+    return Finding("gemm_kernels", f"GEMM kernels ({share:.0f}% of kernel time, {fmt_us(total)}): {txt}{more}{epi}",
                    "compare names between runs: the same name means the same GPU work",
-                   dict(kernels=[dict(name=k["name"], calls=k["calls"], total_us=_r(k["total_us"]), **d) for k, d in rows[:20]],
+                   dict(kernels=[dict(name=k["name"], calls=k["calls"], total_us=rounded(k["total_us"]), **d) for k, d in rows[:20]],
                         bias_epilogue=bias))

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from common.report import names as N
+from common.report import names as trace_names
 from common.report.gpus import gpu_of
 
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime"})
@@ -169,13 +169,13 @@ def gemm_of(trace: GpuTrace, op: dict) -> dict:
 def queries_before_launch(trace: GpuTrace, op: dict) -> list[str]:
     """The occupancy queries an op made before its first kernel launch."""
     names = [e["name"] for e in trace.runtime_in(op)]
-    launches = [i for i, n in enumerate(names) if N.is_launch(n)]
+    launches = [i for i, n in enumerate(names) if trace_names.is_launch(n)]
     need(launches, f"{op['name']} made no kernel launch (runtime calls: {names})")
-    return [n for n in names[:launches[0]] if N.is_occupancy_query(n)]
+    return [n for n in names[:launches[0]] if trace_names.is_occupancy_query(n)]
 
 
 def launch_calls(trace: GpuTrace, op: dict) -> list[str]:
-    return sorted({e["name"] for e in trace.runtime_in(op) if N.is_launch(e["name"])})
+    return sorted({e["name"] for e in trace.runtime_in(op) if trace_names.is_launch(e["name"])})
 
 
 def same_gemm(name: str, eager: set[str]) -> str:
@@ -183,10 +183,10 @@ def same_gemm(name: str, eager: set[str]) -> str:
     epilogue flags) the same library, arch and tile. Raises Broken otherwise (e.g. a Triton GEMM)."""
     if name in eager:
         return f"the eager GEMM kernel {name}"
-    mine = N.decode_gemm(name)
+    mine = trace_names.decode_gemm(name)
     need(mine and mine.get("tile"), f"{name} is not a library GEMM kernel (eager: {', '.join(sorted(eager))})")
     for other in sorted(eager):
-        theirs = N.decode_gemm(other)
+        theirs = trace_names.decode_gemm(other)
         if theirs and all(mine.get(k) == theirs.get(k) for k in ("library", "arch", "tile")):
             return f"the eager GEMM's library, arch and tile {mine['tile']} ({other} -> {name})"
     raise Broken(f"{name} is not the eager GEMM ({', '.join(sorted(eager))})")
@@ -243,8 +243,8 @@ def occupancy_queries(trace: GpuTrace):
         launches.update(launch_calls(trace, mm))
         add = trace.one(step, "aten::add")
         add_calls = [e["name"] for e in trace.runtime_in(add)]
-        need(not any(N.is_occupancy_query(n) for n in add_calls), f"aten::add made an occupancy query: {add_calls}")
-        need(any(N.is_launch(n) for n in add_calls), f"aten::add made no kernel launch: {add_calls}")
+        need(not any(trace_names.is_occupancy_query(n) for n in add_calls), f"aten::add made an occupancy query: {add_calls}")
+        need(any(trace_names.is_launch(n) for n in add_calls), f"aten::add made no kernel launch: {add_calls}")
     if gpu.expects_gemm_occupancy_query is not False:
         need(queried == len(steps), f"{gpu.occupancy_case()}; but aten::mm launched without a query in "
              f"{len(steps) - queried} of {len(steps)} steps")
@@ -300,7 +300,7 @@ def bias_seed_copy(compiled: GpuTrace):
         need(kernels, "aten::addmm launched no kernel")
         need(len(copies) <= 1 and len(memcpy_calls) == len(copies),
              f"{len(memcpy_calls)} memcpy calls and {len(copies)} copies in one step, expected none or one")
-        need(sum(N.is_launch(n) for n in calls) == len(kernels), f"launches besides aten::addmm's: {calls}")
+        need(sum(trace_names.is_launch(n) for n in calls) == len(kernels), f"launches besides aten::addmm's: {calls}")
         if copies:
             need("DtoD" in copies[0]["name"] or "Device -> Device" in copies[0]["name"],
                  f"the copy is {copies[0]['name']}, not device to device")
@@ -332,7 +332,7 @@ def linear_one_gemm(trace: GpuTrace):
         need(len(work) == 1 and work == trace.kernels_of(addmm),
              f"the linear launched {[w['name'] for w in work]}, expected aten::addmm's one GEMM kernel")
         names.add(work[0]["name"])
-    flagged = sorted(n for n in names if N.has_bias_epilogue(N.decode_gemm(n) or {}))
+    flagged = sorted(n for n in names if trace_names.has_bias_epilogue(trace_names.decode_gemm(n) or {}))
     if flagged:
         return (f"one GEMM per forward; its name carries the bias epilogue flag ({flagged[0]})",
                 "the bias rides in the GEMM's epilogue")
@@ -392,7 +392,7 @@ def compiled_mlp(eager: GpuTrace, compiled: GpuTrace):
 
 
 def _fuses_gelu_mul(name: str) -> bool:
-    d = N.decode_fused(name)
+    d = trace_names.decode_fused(name)
     return bool(d and d["backend"] == "Triton" and d["kind"] == "pointwise" and {"gelu", "mul"} <= set(d["ops"]))
 
 

@@ -128,7 +128,7 @@ def describe(plan: Plan) -> list[str]:
     for c in plan.lessons:
         lines.append(f"  {c.key:<17} python {' '.join(c.argv[1:]).replace(str(REPO) + '/', '')}"
                      + (f"   [skipped: {c.skip}]" if c.skip else ""))
-    lines.append("reports python -m common.report runs/<key>/<trace>.json.gz --json runs/<key>/report.json")
+    lines.append("reports python -m common.report --json runs/<key>/<trace>.json.gz -o runs/<key>/report.json")
     lines.append(f"tests   python {' '.join(plan.tests.argv[1:])}   (GPU_RUNS_DIR={plan.out}/runs, "
                  f"GPU_CLAIMS_LOG={plan.out}/claims.jsonl)" + (f"   [skipped: {plan.tests.skip}]" if plan.tests.skip else ""))
     lines.append(f"doc     {plan.out}/gpu-claims.md" + (" and docs/gpu-claims.md" if plan.update_doc else "")
@@ -195,7 +195,7 @@ def write_report(folder: Path, env: dict) -> str:
     traces = sorted(folder.glob("*.json.gz")) + sorted(p for p in folder.glob("*.json") if p.name != "report.json")
     if not traces:
         return "no trace"
-    p = subprocess.run([sys.executable, "-m", "common.report", str(traces[0]), "--json", str(folder / "report.json")],
+    p = subprocess.run([sys.executable, "-m", "common.report", "--json", str(traces[0]), "-o", str(folder / "report.json")],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     return "ok" if p.returncode == 0 else f"failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
 

@@ -1,0 +1,230 @@
+"""Columns: decoded events -> numpy arrays, the one shape both the loader and the model read.
+
+The loader decodes complete events into small structs; :func:`extract` turns a list of them into
+:class:`Columns` in a handful of C-level passes (no Python loop per event except to pull fields
+out). The two-process load extracts each half of a big file separately and :func:`merge`\\ s them.
+This module knows the Chrome trace categories and nothing of steps, trees or rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from operator import attrgetter
+
+import numpy as np
+
+KERNEL_CATS = frozenset({"kernel", "Kernel"})
+MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
+MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "Driver", "hip_runtime", "privateuse1_runtime"})
+OP_CATS = frozenset({"cpu_op", "Operator"})
+ANNOTATION_CATS = frozenset({"user_annotation"})
+PYTHON_CATS = frozenset({"python_function", "Python"})
+GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation", "GPU_USER_ANNOTATION"})
+OVERHEAD_CATS = frozenset({"overhead", "Overhead"})
+
+
+class Group:
+    """The category family of an event. CPU lanes are OP..PYTHON, device work KERNEL..MEMSET (in
+    this order: the model relies on both ranges)."""
+
+    OP, ANNOTATION, RUNTIME, PYTHON, KERNEL, MEMCPY, MEMSET, GPU_ANNOTATION, OVERHEAD, TRACE, OTHER = range(11)
+
+
+class _GroupOfCategory(dict):
+    def __missing__(self, key):
+        return Group.OTHER
+
+
+GROUP_OF_CATEGORY = _GroupOfCategory()
+for _cats, _group in ((OP_CATS, Group.OP), (ANNOTATION_CATS, Group.ANNOTATION), (RUNTIME_CATS, Group.RUNTIME),
+                      (PYTHON_CATS, Group.PYTHON), (KERNEL_CATS, Group.KERNEL), (MEMCPY_CATS, Group.MEMCPY),
+                      (MEMSET_CATS, Group.MEMSET), (GPU_ANNOTATION_CATS, Group.GPU_ANNOTATION),
+                      (OVERHEAD_CATS, Group.OVERHEAD), ({"Trace"}, Group.TRACE)):
+    for _cat in _cats:
+        GROUP_OF_CATEGORY[_cat] = _group
+
+LAUNCH_ARGS = ("correlation", "grid", "registers", "shared_memory", "blocks_per_sm", "occupancy", "bytes")
+EXACT_ID_LIMIT = 2 ** 53  # ids beyond this are not exact in float64 (and no profiler writes them)
+
+
+@dataclass
+class Columns:
+    """Every decoded complete event, as columns.
+
+    ``group``, ``ts``, ``dur`` and ``name`` have one row per event. ``thread`` and ``corr`` have one
+    row per CPU event (group OP..PYTHON, in event order); the ``dev_*`` columns one row per device
+    event (KERNEL..MEMSET, in event order). NaN (or -1 for ids) where an event lacks the field.
+    """
+
+    group: np.ndarray  # int8, a Group per event
+    ts: np.ndarray  # µs, absolute
+    dur: np.ndarray  # µs
+    name: np.ndarray  # index into names
+    names: list  # distinct event names, in order of first appearance
+    thread: np.ndarray  # CPU events: index into threads
+    threads: list  # distinct CPU thread ids (OS thread ids are unique across the processes of one trace)
+    corr: np.ndarray  # CPU events: the correlation id of runtime calls, -1 for the others
+    dev_corr: np.ndarray  # device events: correlation id (-1: none)
+    dev_device: np.ndarray  # device events: the pid (the device index in Kineto traces)
+    dev_stream: list  # device events: the tid (the stream)
+    dev_blocks: np.ndarray  # product of the grid dimensions
+    dev_blocks_per_sm: np.ndarray  # the "blocks per SM" argument
+    dev_occupancy: np.ndarray  # the "est. achieved occupancy %" argument
+    dev_registers: np.ndarray
+    dev_shared_memory: np.ndarray
+    dev_bytes: np.ndarray
+    gpu_annotations: list  # (name, ts, dur) of GPU-lane annotations
+    overheads: list  # (name, ts, dur, pid, tid) of the profiler's own overhead events
+    ids_out_of_range: int = 0  # correlation ids or pids that are not integers below EXACT_ID_LIMIT
+
+    @property
+    def cpu_rows(self) -> np.ndarray:
+        """Indices (into the per-event columns) of the CPU events."""
+        return np.flatnonzero(self.group <= Group.PYTHON)
+
+    @property
+    def device_rows(self) -> np.ndarray:
+        """Indices (into the per-event columns) of the device events."""
+        return np.flatnonzero((self.group >= Group.KERNEL) & (self.group <= Group.MEMSET))
+
+
+def factorize(values) -> tuple[np.ndarray, list]:
+    """(ids, uniques): ``uniques[ids[i]] == values[i]``, uniques in order of first appearance."""
+    index = dict.fromkeys(values)
+    uniques = list(index)
+    for i, key in enumerate(uniques):
+        index[key] = i
+    return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), uniques
+
+
+def id_array(values, default: int = -1) -> tuple[np.ndarray, int]:
+    """Integer ids from a list that may hold None, strings or odd values (-> ``default``), and how
+    many were numbers too large to be ids (beyond ``EXACT_ID_LIMIT``, also -> ``default``)."""
+    try:
+        as_float = np.array(values, dtype=np.float64)  # None -> NaN
+    except (TypeError, ValueError, OverflowError):
+        as_float = np.array([_number_or_nan(v) for v in values], dtype=np.float64)
+    usable = np.isfinite(as_float) & (np.abs(as_float) < EXACT_ID_LIMIT)
+    too_large = int((np.isinf(as_float) | (np.isfinite(as_float) & ~usable)).sum())
+    ids = np.full(as_float.size, default, dtype=np.int64)
+    ids[usable] = as_float[usable].astype(np.int64)
+    return ids, too_large
+
+
+def float_array(values) -> np.ndarray:
+    """Floats from a list that may hold None or odd values (both -> NaN)."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_number_or_nan(v) for v in values], dtype=np.float64)
+
+
+def _number_or_nan(value) -> float:
+    """A number, or a string that spells one, as a float; NaN for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return float("nan")
+    try:
+        return float(value)
+    except OverflowError:  # an integer too large for a float
+        return float("inf")
+    except ValueError:  # a string that is not a number
+        return float("nan")
+
+
+def grid_product(values) -> np.ndarray:
+    """Product of grid dimensions ([x, y, z]) per event: the blocks launched; NaN where absent or odd."""
+    try:
+        return np.array([(v[0] * v[1] * v[2] if v.__class__ is list and len(v) == 3 else None) for v in values],
+                        dtype=np.float64)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        out = np.full(len(values), np.nan)
+        for i, dims in enumerate(values):
+            if isinstance(dims, list) and dims and all(not isinstance(d, bool) and isinstance(d, (int, float))
+                                                       for d in dims):
+                out[i] = float(np.prod(np.array(dims, dtype=np.float64)))
+        return out
+
+
+def extract(events: list) -> Columns:
+    """Columns from decoded complete events (structs with name, cat, ts, dur, pid, tid, args)."""
+    count = len(events)
+    group = np.fromiter(map(GROUP_OF_CATEGORY.__getitem__, map(attrgetter("cat"), events)), np.int8, count)
+    name, names = factorize(list(map(attrgetter("name"), events)))
+
+    def pick(rows: np.ndarray) -> list:
+        return [events[i] for i in rows.tolist()]
+
+    cpu_events = pick(np.flatnonzero(group <= Group.PYTHON))
+    thread, threads = factorize(list(map(attrgetter("tid"), cpu_events)))
+    corr = np.full(len(cpu_events), -1, dtype=np.int64)
+    runtime = np.flatnonzero(group[group <= Group.PYTHON] == Group.RUNTIME)
+    corr[runtime], bad_corr = id_array([_arg(cpu_events[i], "correlation") for i in runtime.tolist()])
+    del cpu_events
+
+    device_events = pick(np.flatnonzero((group >= Group.KERNEL) & (group <= Group.MEMSET)))
+    args = dict(zip(LAUNCH_ARGS, zip(*[_launch_args(e) for e in device_events]))) or {a: () for a in LAUNCH_ARGS}
+    dev_corr, bad_dev_corr = id_array(args["correlation"])
+    dev_device, bad_device = id_array(list(map(attrgetter("pid"), device_events)))
+    columns = Columns(
+        group=group, ts=np.fromiter(map(attrgetter("ts"), events), np.float64, count),
+        dur=np.fromiter(map(attrgetter("dur"), events), np.float64, count), name=name, names=names,
+        thread=thread, threads=threads, corr=corr,
+        dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(attrgetter("tid"), device_events)),
+        dev_blocks=grid_product(args["grid"]), dev_blocks_per_sm=float_array(args["blocks_per_sm"]),
+        dev_occupancy=float_array(args["occupancy"]), dev_registers=float_array(args["registers"]),
+        dev_shared_memory=float_array(args["shared_memory"]), dev_bytes=float_array(args["bytes"]),
+        gpu_annotations=[(e.name, e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],
+        overheads=[(e.name, e.ts, e.dur, e.pid, e.tid) for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
+        ids_out_of_range=bad_corr + bad_dev_corr + bad_device,
+    )
+    return columns
+
+
+def _arg(event, key: str):
+    args = event.args
+    return getattr(args, key) if args is not None else None
+
+
+_NO_LAUNCH_ARGS = (None,) * len(LAUNCH_ARGS)
+_LAUNCH_ARG_GETTER = attrgetter(*LAUNCH_ARGS)
+
+
+def _launch_args(event) -> tuple:
+    args = event.args
+    return _LAUNCH_ARG_GETTER(args) if args is not None else _NO_LAUNCH_ARGS
+
+
+def _remap(a_keys: list, b_keys: list) -> tuple[list, np.ndarray]:
+    """The keys of ``a`` then the new keys of ``b``, and where each of ``b``'s keys went."""
+    index = {k: i for i, k in enumerate(a_keys)}
+    merged = list(a_keys)
+    where = np.empty(len(b_keys), dtype=np.int64)
+    for j, key in enumerate(b_keys):
+        i = index.get(key)
+        if i is None:
+            i = index[key] = len(merged)
+            merged.append(key)
+        where[j] = i
+    return merged, where
+
+
+def merge(a: Columns, b: Columns) -> Columns:
+    """Columns of two consecutive slices of one trace, as if extracted at once."""
+    names, name_of_b = _remap(a.names, b.names)
+    threads, thread_of_b = _remap(a.threads, b.threads)
+    joined = {}
+    for f in fields(Columns):
+        left, right = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "name":
+            right = name_of_b[right] if right.size else right
+        elif f.name == "thread":
+            right = thread_of_b[right] if right.size else right
+        if isinstance(left, np.ndarray):
+            joined[f.name] = np.concatenate((left, right))
+        elif isinstance(left, list):
+            joined[f.name] = left + right
+        else:
+            joined[f.name] = left + right  # the counts
+    joined["names"], joined["threads"] = names, threads
+    return Columns(**joined)
