@@ -68,11 +68,13 @@ def command_env(**extra: str) -> dict:
     return {**os.environ, "COLUMNS": "200", **extra}
 
 
-def run_module(module: str, *args, cwd: Path = REPO, env: dict | None = None, stdin: bytes | None = None,
+def run_module(module: str, *args, cwd: Path = REPO, env: dict | None = None, stdin=None,
                timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m MODULE ARGS`` as a user runs it (text output; ``stdin`` bytes are fed to it)."""
+    """``python -m MODULE ARGS`` as a user runs it (text output). ``stdin``: bytes fed to it, or an
+    open file that becomes its standard input."""
+    feed = dict(input=stdin) if isinstance(stdin, bytes) else dict(stdin=stdin)
     proc = subprocess.run(module_command(module, *args), cwd=cwd, capture_output=True, timeout=timeout,
-                          env=env if env is not None else command_env(), input=stdin)
+                          env=env if env is not None else command_env(), **feed)
     proc.stdout, proc.stderr = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
     return proc
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import DATA_TRACES, REPO, event, report_json, run_module, write_trace
+from conftest import DATA_TRACES, REPO, event, module_command, report_json, run_module, write_trace
 
 MI250 = DATA_TRACES / "hta" / "mi250_rocm_minitoy.json.gz"
 CPU_ONLY = DATA_TRACES / "hta" / "cpu_only_rank34.json.gz"
@@ -83,9 +83,8 @@ def test_output_that_is_an_input_is_refused(tmp_path, alias):
 
 
 def test_output_that_is_standard_input_is_refused(tmp_path, small):
-    proc = subprocess.run([sys.executable, "-m", "common.report", "--json", "-", "-o", str(small)], cwd=REPO,
-                          stdin=small.open("rb"), capture_output=True, text=True, timeout=120)
-    one_error_line(proc, "that is standard input")
+    with small.open("rb") as stdin:
+        one_error_line(report("--json", "-", "-o", small, stdin=stdin), "that is standard input")
 
 
 def test_output_is_for_json_only(small, tmp_path):
@@ -152,8 +151,8 @@ def _seconds(cmd: list[str]) -> float:
     [sys.executable, "01_matmul_add.py", "--size", "0"],
     [sys.executable, "03_simple_mlp.py", "--dtype", "int8"],
     [sys.executable, "02_linear.py", "--schedule", "1,1"],
-    [sys.executable, "-m", "common.report", "--help"],
-    [sys.executable, "-m", "common.view", "--bogus"],
+    module_command("common.report", "--help"),
+    module_command("common.view", "--bogus"),
 ], ids=["lesson --help", "lesson --size 0", "lesson bad dtype", "lesson bad schedule", "report --help",
         "view bad flag"])
 def test_help_and_bad_flags_answer_before_torch(cmd):

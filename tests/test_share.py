@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_module
+
 RECORDER = """#!{python}
 import json, os, sys
 with open(os.environ["RECORD"], "a") as f:
@@ -50,8 +51,7 @@ def box(tmp_path: Path):
             return env
 
         def run(self, *args: str, **env) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-m", "common.share", *args], cwd=ROOT, env=self.env(**env),
-                                  capture_output=True, text=True, timeout=60)
+            return run_module("common.share", *args, env=self.env(**env), timeout=60)
 
         def calls(self) -> list[list[str]]:
             if not self.record.exists():
@@ -113,8 +113,7 @@ def test_trace_util_failure_is_passed_on(box):
 
 def test_default_folder_is_traces(box):
     box.fake("trace-util")
-    r = subprocess.run([sys.executable, "-m", "common.share", "-b", "x"], cwd=box.dir.parent,
-                       env=box.env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60)
+    r = run_module("common.share", "-b", "x", cwd=box.dir.parent, env=box.env(PYTHONPATH=str(REPO)), timeout=60)
     assert r.returncode == 0, r.stderr
     assert box.calls() == [["-b", "x", "-f", "traces", "--no-delete"]]
 
@@ -132,7 +131,7 @@ def test_bad_input_is_one_line_exit_2(box, args):
 
 def test_share_function_for_the_scripts_share_flag(box, monkeypatch):
     """What ``01_matmul_add.py --share BUCKET`` calls, in-process, with the script's console."""
-    monkeypatch.syspath_prepend(str(ROOT))  # the repo root, where `common` lives
+    monkeypatch.syspath_prepend(str(REPO))  # the repo root, where `common` lives
     from common.share import share
 
     box.fake("trace-util")

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 
 def model_of(path, *, parallel: bool = False, max_bytes: int | None = None):
-    """The model of one trace file (every number, no findings); bad input raises
-    :class:`common.errors.BadInput`. ``parallel`` and ``max_bytes``: see :func:`common.report.model.model_of`."""
-    from common.report.load import DEFAULT_MAX_BYTES
-    from common.report.model import model_of as _model_of
+    """The model of one trace file with every number (no findings): load -> model -> tables; bad input
+    raises :class:`common.errors.BadInput`. With ``parallel``, a big plain-JSON file is decoded by two
+    processes (a fork: the command line uses it, a library caller inside a torch program does not);
+    ``max_bytes`` caps the JSON text read (default: 4 GiB)."""
+    from common.report.inputs import DEFAULT_MAX_BYTES
+    from common.report.load import load
+    from common.report.model import build
+    from common.report.tables import fill_tables
 
-    return _model_of(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+    m = build(load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES))
+    fill_tables(m)
+    return m
 
 
 def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):

@@ -2,9 +2,9 @@
 
 :func:`build` makes it from the loaded columns in named steps: impossible values out
 (:mod:`.plausible`), the host steps and the window, the CPU lane with its call tree, the device
-lane with each event's launch, op and category; then :mod:`.tables` computes, once, every number
-the rules and renderers read. The model holds numpy columns (``m.cpu[...]``, ``m.dev[...]``), so
-no Python loop runs per event.
+lane with each event's launch, op and category. Then :mod:`.tables` computes, once, every number
+the rules and renderers read (:func:`common.report.model_of` runs load, model and tables). The
+model holds numpy columns (``m.cpu[...]``, ``m.dev[...]``), so no Python loop runs per event.
 
 Times are microseconds relative to the window's start (``t0``) unless a name says otherwise.
 """
@@ -24,8 +24,8 @@ from common.knobs import METADATA_KEY, RunKnobs
 from common.report import names as trace_names
 from common.report.columns import Columns, Group
 from common.report.cpu_work import CpuWork
-from common.report.inputs import DEFAULT_MAX_BYTES, shorten
-from common.report.load import Loaded, load
+from common.report.inputs import shorten
+from common.report.load import Loaded
 from common.report.plausible import drop_impossible, sane_device_properties
 
 # CPU event kinds (``m.cpu["kind"]``)
@@ -145,17 +145,9 @@ class Model:
         return np.where(np.isfinite(dev["blocks"]) & np.isfinite(sms), dev["blocks"] / sms, dev["bps"])
 
 
-def model_of(path, *, parallel: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Model:
-    """Load and model one trace file; bad input raises :class:`common.errors.BadInput`. With
-    ``parallel``, a big plain-JSON file is decoded by two processes (a fork; the command line uses
-    it, a library caller inside a torch program does not)."""
-    return build(load(path, parallel=parallel, max_bytes=max_bytes))
-
-
 def build(loaded: Loaded) -> Model:
-    """The model of a loaded trace, and every number of it."""
-    from common.report.tables import fill_tables
-
+    """The model of a loaded trace: steps, lanes, tree and correlation (the numbers come after, from
+    :func:`common.report.tables.fill_tables`)."""
     _tick("model")
     columns, notes = drop_impossible(loaded.columns)
     loaded.columns = None
@@ -174,9 +166,7 @@ def build(loaded: Loaded) -> Model:
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
     _assign_steps(model)
-    _tick("tables")
-    fill_tables(model)
-    _tick("end")
+    _tick("model built")
     return model
 
 

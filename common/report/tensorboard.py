@@ -25,14 +25,12 @@ definitions for one trace):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
 from common.report.intervals import Intervals
-
-if TYPE_CHECKING:
-    from common.report.model import Model
+from common.report.model import KERNEL, RUNTIME, Model
 
 TAIL_KEEP_SHARE = 0.8  # the last step is kept when it launched at least this share of the previous step's work
 
@@ -69,7 +67,7 @@ class DeviceFigures:
     est_achieved_occupancy_pct: Optional[float]
 
 
-def align_steps(m: "Model") -> AlignedSteps:
+def align_steps(m: Model) -> AlignedSteps:
     """The host steps moved onto the device side, trailing steps not wholly captured dropped."""
     host_starts = np.array([s.start for s in m.steps], dtype=np.float64)
     host_ends = np.array([s.end for s in m.steps], dtype=np.float64)
@@ -87,11 +85,9 @@ def align_steps(m: "Model") -> AlignedSteps:
     return AlignedSteps(starts[:keep], ends[:keep], moved=True, dropped=dropped)
 
 
-def _work_per_step(m: "Model", host_starts: np.ndarray, host_ends: np.ndarray):
+def _work_per_step(m: Model, host_starts: np.ndarray, host_ends: np.ndarray):
     """Per step: first start and last end of the GPU work its runtime calls launched, how many
     pieces of GPU work that was; and per device event, the step whose runtime call launched it (-1)."""
-    from common.report.model import RUNTIME
-
     cpu, dev = m.cpu, m.dev
     steps = host_starts.size
     runtime = np.flatnonzero(cpu["kind"] == RUNTIME)
@@ -112,7 +108,7 @@ def _work_per_step(m: "Model", host_starts: np.ndarray, host_ends: np.ndarray):
     return first_work, last_work, launched, in_step
 
 
-def _first_step_floor(m: "Model", host_start: float, first_work: float, in_step: np.ndarray) -> float:
+def _first_step_floor(m: Model, host_start: float, first_work: float, in_step: np.ndarray) -> float:
     """Where the first step may start: its host start, or the end of GPU work launched outside every
     step that ends before the first step's own GPU work starts, if later."""
     if not np.isfinite(first_work):
@@ -133,11 +129,9 @@ def _steps_kept(launched: np.ndarray) -> int:
     return last + 1
 
 
-def device_figures(m: "Model", steps: AlignedSteps) -> list[DeviceFigures]:
+def device_figures(m: Model, steps: AlignedSteps) -> list[DeviceFigures]:
     """TensorBoard's GPU utilization, Est. SM efficiency and occupancy per device, the device with the
     most kernel time first; empty without kernels or steps."""
-    from common.report.model import KERNEL
-
     dev = m.dev
     start, end = steps.span
     if not steps.kept or end <= start or not dev["n"]:
