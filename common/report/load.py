@@ -135,7 +135,7 @@ class Loaded:
 
 
 def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES):
-    """The trace's JSON text (gunzipped when the file is gzip; a read-only-for-others mapping for a big
+    """The trace's JSON text (gunzipped when the file is gzip; a private copy-on-write mapping of a big
     plain file) and the file's size on disk. Regular files and ``-`` (standard input) only."""
     if str(path) == STDIN:
         data = _read_stdin(max_bytes)
@@ -166,7 +166,7 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES):
             if head != b"\x1f\x8b" and size > (1 << 20):  # map it, not copy it (the decoder reads it in place)
                 return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY), size
             f.seek(0)
-            data = f.read(max_bytes + 1)
+            data = f.read(size + 1)  # (a file that grew since the fstat is caught by the size checks below)
         except ValueError:  # mmap of a file emptied since the fstat above
             data = b""
         except OSError as exc:
@@ -324,8 +324,9 @@ def _complete_events(events: list, has_begin: bool, begin_type) -> list:
             elif cls is EndEvent:
                 stack = open_events.get((e.pid, e.tid))
                 if stack:
-                    b = stack.pop()
-                    complete.append(CompleteEvent(b.name, b.cat, b.ts, max(0.0, e.ts - b.ts), b.pid, b.tid, b.args))
+                    begin = stack.pop()
+                    complete.append(CompleteEvent(begin.name, begin.cat, begin.ts, max(0.0, e.ts - begin.ts),
+                                                  begin.pid, begin.tid, begin.args))
     return complete
 
 

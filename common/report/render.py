@@ -255,6 +255,9 @@ def _breakdown_table(m: Model):
 
 def breakdown_note(m: Model) -> str:
     """What the breakdown counts, under its table."""
+    if not m.has_gpu:
+        return ("TensorBoard's breakdown: CPU exec is the operators' time; record_function annotations and "
+                "Python between ops count as other")
     text = "TensorBoard's breakdown: each instant in the first of kernel > memcpy > memset > runtime > dataloader > " \
            "CPU exec > other"
     if m.numbers["tensorboard"]["steps"] == "device-aligned":
@@ -311,8 +314,7 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
 
     console.print(_steps_table(m))
     console.print(_breakdown_table(m))
-    if m.has_gpu:
-        console.print(_bullets([f"[dim]{escape(breakdown_note(m))}[/]"]))
+    console.print(_bullets([f"[dim]{escape(breakdown_note(m))}[/]"]))
 
     if m.has_gpu:
         t = Table(title="GPU time by category")
