@@ -16,23 +16,30 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 - ``cpu``: ``self_cpu_total_us`` (sum of self times of the CPU events in the window: the profiler
   table's "Self CPU time total"), ``events``, ``ops``, ``runtime_calls``, ``threads``
 - ``device``: ``self_device_total_us`` (sum of kernel/memcpy/memset durations: "Self CUDA time
-  total"; null, like the other ``device`` keys, on a CPU-only trace), ``self_device_in_steps_us``, ``kernel_total_us``, ``device_to_cpu_ratio``
-- ``efficiency``: ``est_sm_efficiency_pct``, ``est_achieved_occupancy_pct``, ``mean_blocks_per_sm``
-  (TensorBoard's, duration-weighted over kernels with launch arguments), ``tensor_core_pct``,
-  ``kernels_with_launch_args``
-- ``steps``: one object per step: ``name``, ``number``, ``start_us``, ``wall_us``, ``ops``,
-  ``kernels`` (launched in the step), ``device_us``, ``gpu_busy_us``, ``gpu_busy_pct``,
-  ``annotation``, ``annotation_gap_us``, ``first_op``, ``breakdown`` (below)
+  total"; null, like the other ``device`` keys, on a CPU-only trace), ``self_device_in_steps_us``,
+  ``kernel_total_us``, ``device_to_cpu_ratio``
+- ``efficiency``: TensorBoard's ``gpu_utilization_pct``, ``est_sm_efficiency_pct`` and
+  ``est_achieved_occupancy_pct`` (over its device-aligned steps, the device with the most kernel
+  time; see :mod:`.tensorboard`), ``kernel_weighted_sm_efficiency_pct`` and ``mean_blocks_per_sm``
+  (weighted by kernel time, every kernel), ``tensor_core_pct``, ``kernels_with_launch_args``
+- ``tensorboard``: ``steps`` (``device-aligned`` | ``host``), ``start_us``, ``end_us``, ``wall_us``
+  (the steps' span), ``steps_kept``, ``steps_dropped`` (names), ``devices`` (the three figures per device)
+- ``steps``: one object per host step: ``name``, ``number``, ``start_us``, ``wall_us`` (host side),
+  ``ops``, ``kernels`` (launched in the step), ``device_us``, ``gpu_busy_us``, ``gpu_busy_pct``,
+  ``annotation``, ``annotation_gap_us``, ``first_op``, ``device_aligned_start_us``,
+  ``device_aligned_wall_us`` and ``breakdown`` (TensorBoard's; null for a step it drops)
 - ``breakdown``: ``kernel``, ``memcpy``, ``memset``, ``runtime``, ``dataloader``, ``cpu_exec``,
-  ``other`` (TensorBoard's priority rule, summing to ``total``, the steps' wall time)
+  ``other`` (TensorBoard's priority rule, summing to ``total``, the kept steps' device-aligned time)
 - ``categories``: ``[{category, label, time_us, count, pct}]`` (GPU time by kernel category)
 - ``kernels``: one object per kernel name, by total time: ``name``, ``category``, ``calls``,
   ``total_us``, ``mean_us``, ``min_us``, ``median_us``, ``max_us``, ``share_pct``,
   ``est_sm_efficiency_pct``, ``mean_blocks_per_sm``, ``est_achieved_occupancy_pct``,
   ``tensor_cores``, and for the top 200: ``registers_per_thread``, ``shared_memory_bytes``,
   ``per_step_us``, ``per_step_calls``, ``decoded`` (GEMM or fused-kernel name decoded, or null)
-- ``ops``: the top 50 CPU ops/annotations by CPU total: ``name``, ``kind``, ``calls``,
-  ``cpu_total_us``, ``self_cpu_us``, ``self_device_us``, ``kernels``, ``calls_with_device_work``
+- ``ops``: every op and annotation name by CPU total: ``name``, ``kind``, ``calls`` (a call whose only
+  child is a call of the same op counts once), ``cpu_total_us``, ``self_cpu_us``, ``self_device_us``
+  (kernels it launched itself), ``device_total_us`` (with its children's), ``kernels``,
+  ``calls_with_device_work``
 - ``findings``: ``[{rule, level, message, hint, evidence}]``
 - ``notes``: list of strings
 """
