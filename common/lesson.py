@@ -108,7 +108,7 @@ def parse_schedule(text: str) -> Schedule:
 
 def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.ArgumentParser:
     """The flags every lesson shares; the script adds its shape flags to the returned parser."""
-    p = _Parser(prog=f"{script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog=f"uv run {script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(script=script)
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="element type (default: bf16)")
     p.add_argument(
