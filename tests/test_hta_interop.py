@@ -25,3 +25,16 @@ def test_script_trace_loads_in_hta(tmp_path):
     names = set(analysis.t.symbol_table.sym_table)
     assert {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "aten::addmm", "linear_fwd"} <= names
     assert len(df) > 20
+
+
+def test_annotated_trace_loads_in_hta(tmp_path):
+    """The report's annotated copy (a Findings track spliced in) still loads in HTA."""
+    run = run_script("01_matmul_add.py", "--no-report", "--annotate", "--schedule", "0,0,4",
+                     trace_dir=tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    trace_dir = tmp_path / "hta"
+    trace_dir.mkdir()
+    shutil.copy(run.trace_dir / "64_bf16_cold_eager_sched-0-0-4.annotated.json", trace_dir)
+    analysis = hta.TraceAnalysis(trace_dir=str(trace_dir))
+    names = set(analysis.t.symbol_table.sym_table)
+    assert {"ProfilerStep#0", "matmul_add", "aten::mm", "cold_first_step"} <= names

@@ -34,6 +34,11 @@ def parse_args(argv):
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="put two traces side by side")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write JSON instead of tables: to stdout, or to FILE")
+    p.add_argument("--html", metavar="FILE", default=None,
+                   help="also write the report as one self-contained HTML page of plots (one TRACE, or --compare)")
+    p.add_argument("--annotate", metavar="OUT", default=None,
+                   help="also write a copy of the TRACE (.json or .json.gz by OUT's name) with the findings on a "
+                        "'Findings' track, for Perfetto")
     p.add_argument("--short", action="store_true", help="the compact form: header, headline numbers, findings")
     p.add_argument("--top", type=int, default=15, metavar="N", help="kernel rows to show (default: 15)")
     args = p.parse_args(argv)
@@ -43,6 +48,10 @@ def parse_args(argv):
         p.error("give either TRACEs or --compare A B, not both")
     if args.top < 1:
         p.error("--top must be 1 or more")
+    if args.html is not None and len(args.traces) > 1:
+        p.error("--html writes one page: give one TRACE (or --compare A B)")
+    if args.annotate is not None and (args.compare or len(args.traces) != 1):
+        p.error("--annotate draws on one trace: give exactly one TRACE")
     return args
 
 
@@ -63,6 +72,48 @@ def _check_json_dest(args) -> None:
         return
     if dest in (args.traces or []) + (args.compare or []) or _looks_like_a_trace(dest):
         fail(f"--json {dest}: that file is a trace; name a new file for the JSON (or --json alone for stdout)")
+
+
+def _check_outputs(args) -> None:
+    """--html and --annotate: never onto an input, and the folder must take a file."""
+    inputs = [Path(t).resolve() for t in (args.traces or []) + (args.compare or [])]
+    for flag, dest in (("--html", args.html), ("--annotate", args.annotate)):
+        if dest is None:
+            continue
+        if Path(dest).resolve() in inputs:
+            fail(f"{flag} {dest}: that file is an input; name a new file")
+        if not Path(dest).resolve().parent.is_dir():
+            fail(f"{flag} {dest}: no such folder {display_path(Path(dest).resolve().parent)}")
+    if args.html is not None and args.html == args.annotate:
+        fail("--html and --annotate name the same file")
+
+
+def _write_pictures(args, model, findings, compared=None) -> None:
+    """The HTML page and the annotated trace, when asked for; each says what it wrote."""
+    from rich.filesize import decimal
+
+    if args.html is not None:
+        if compared is not None:
+            from common.report.html import render_compare_html
+
+            data = render_compare_html(compared).encode()
+            try:
+                with atomic_path(Path(args.html)) as tmp:
+                    tmp.write_bytes(data)
+            except OSError as exc:
+                fail(f"{args.html}: cannot write the page ({exc.strerror or exc})")
+            size = len(data)
+        else:
+            from common.report import write_html
+
+            size = write_html(model, findings, args.html)
+        print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
+    if args.annotate is not None:
+        from common.report.annotate import write_annotated
+
+        slices = write_annotated(Path(args.traces[0]), model, findings, Path(args.annotate))
+        print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
+              file=sys.stderr)
 
 
 def _write_json(obj, dest: str) -> None:
@@ -87,6 +138,7 @@ def _write_json(obj, dest: str) -> None:
 def run(argv=None, graveyard=None) -> int:
     args = parse_args(argv)
     _check_json_dest(args)
+    _check_outputs(args)
     from common.report import analyze
 
     if args.compare:
@@ -95,6 +147,7 @@ def run(argv=None, graveyard=None) -> int:
         a, _ = analyze(args.compare[0], graveyard, parallel=True)
         b, _ = analyze(args.compare[1], graveyard, parallel=True)
         c = compare(a, b)
+        _write_pictures(args, None, None, compared=c)
         if args.json is not None:
             _write_json(c, args.json)
         else:
@@ -105,6 +158,7 @@ def run(argv=None, graveyard=None) -> int:
     results = []
     for path in args.traces:
         results.append(analyze(path, graveyard, parallel=True))
+    _write_pictures(args, *results[0])
     if args.json is not None:
         from common.report.render import to_json
 

@@ -126,6 +126,7 @@ class _Trace(Struct):
     with_flops: Any = None
     with_modules: Any = None
     lesson: Any = None  # the knobs a lesson of this project wrote (common/knobs.py)
+    report_findings: Any = None  # {"pid", "events"}: the Findings track the report drew (common/report/annotate.py)
 
 
 META_KEYS = [f for f in _Trace.__struct_fields__ if f != "traceEvents"]

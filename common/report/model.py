@@ -426,6 +426,10 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
             step_list.append((names[c_name[i]], step_ids[int(c_name[i])], float(c_ts[i]), float(c_dur[i]),
                               int(c_thread[i])))
     notes = list(loaded.notes)
+    drawn = _findings_track_events(loaded.meta)
+    if drawn:
+        notes.append(f"this copy of the trace holds the report's Findings track ({drawn} events): "
+                     "left out of every figure")
     if step_list:
         t0 = step_list[0][2]
         t1 = max(s[2] + s[3] for s in step_list)
@@ -494,7 +498,8 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     when = np.where(linked, c_ts[np.maximum(d_launch, 0)], d_ts) if n_cpu else d_ts
     _tick("model")
     model = Model(
-        path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes, n_events=loaded.n_events,
+        path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
+        n_events=loaded.n_events - drawn,
         meta=loaded.meta, notes=notes, t0=t0, window=(0.0, float(t1 - t0)), window_source=window_source,
         steps=steps, names=names,
         cpu=dict(n=n_cpu, kind=c_kind, ts=c_ts, dur=c_dur, end=c_end, name=c_name, thread=c_thread, corr=c_corr,
@@ -512,6 +517,15 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     _numbers(model)
     _tick("end")
     return model
+
+
+def _findings_track_events(meta: dict) -> int:
+    """How many events the report's own Findings track added to an annotated copy (0 for other traces).
+    Its slices have the category "finding", which no figure reads."""
+    drawn = meta.get("report_findings")
+    if isinstance(drawn, dict) and isinstance(drawn.get("events"), int) and drawn["events"] >= 0:
+        return drawn["events"]
+    return 0
 
 
 def _devices(meta: dict) -> dict:
