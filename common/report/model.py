@@ -152,6 +152,7 @@ class Model:
     ops: list = field(default_factory=list)
     intervals: dict = field(default_factory=dict)
     enclosing: object = None  # enclosing(cpu indices, kinds) -> innermost ancestor of those kinds
+    phases: list = field(default_factory=list)  # list[phases.Phase]: one row per user annotation name
 
     @property
     def has_gpu(self) -> bool:
@@ -503,6 +504,9 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     model.cpu["step"] = model.step_of(c_ts)
     _tick("numbers")
     _numbers(model)
+    from common.report.phases import phase_table  # reads the numbers above (imported here: it imports this module)
+
+    model.phases = phase_table(model)
     _tick("end")
     return model
 
