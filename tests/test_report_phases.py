@@ -110,3 +110,44 @@ def test_phases_in_json_and_both_renders(tmp_path):
     render_short(m, findings, Console(file=buf, width=200))
     assert "per call: prefill 2x 1.00 ms (10 ops, GPU busy 85%); decode 8x 1.00 ms (10 ops, GPU busy 2%)" \
         in buf.getvalue()
+
+
+def test_overhead_bound_phase_from_gpu_busy(tmp_path):
+    """Without token counts: decode dispatches prefill's ops but keeps the GPU 2% busy vs 85%."""
+    f = rules(llm_trace(tmp_path))["overhead_bound_phase"]
+    assert f.evidence["phase"] == "decode" and f.evidence["reference"] == "prefill"
+    assert f.evidence["per_token_ratio"] is None
+    assert "GPU is busy 2% of decode's time vs 85% of prefill's" in f.message
+
+
+def test_overhead_bound_phase_per_token_from_the_lesson_knobs(tmp_path):
+    """With 04_llm.py's knobs (1 x 128 prompt): 1 ms for 1 token vs 1 ms for 128: 128x per token."""
+    f = rules(llm_trace(tmp_path, knobs=KNOBS))["overhead_bound_phase"]
+    assert f.evidence["tokens_per_call"] == 1 and f.evidence["reference_tokens_per_call"] == 128
+    assert f.evidence["per_token_ratio"] == 128.0
+    assert "for 1 token instead of 128: 1.00 ms per token vs 7.8 µs in prefill (128x)" in f.message
+
+
+def test_no_overhead_bound_phase_when_the_op_graphs_differ(tmp_path):
+    assert "overhead_bound_phase" not in rules(llm_trace(tmp_path, decode_ops=2, knobs=KNOBS))
+
+
+def test_cuda_graphs(tmp_path):
+    r = rules(llm_trace(tmp_path, graphs=True))
+    f = r["cuda_graphs"]
+    assert f.evidence["graph_launches"] == 8 and f.evidence["kernels_replayed"] == 80
+    assert f.evidence["phases"]["decode"] == {"graph_launches_per_call": 1.0, "launches_per_call": 1.0,
+                                              "kernels_per_call": 10.0}
+    assert "10 kernels per launch" in f.message
+    assert "cuda_graphs" not in rules(llm_trace(tmp_path, name="plain.json"))
+
+
+def test_recompiled_before_window_says_dynamic(tmp_path):
+    r = rules(llm_trace(tmp_path, regions=["0/1"] * 8))
+    f = r["recompiled_before_window"]
+    assert f.evidence["compile_id"] == 1 and f.evidence["calls"] == 8 and f.evidence["phase"] == "decode"
+    assert "dynamic shapes" in f.message and "recompiles" not in r
+    static = rules(llm_trace(tmp_path, regions=["0/0"] * 8, name="static.json"))
+    assert "recompiled_before_window" not in static and "recompiles" not in static
+    inside = rules(llm_trace(tmp_path, regions=["0/0"] + ["0/1"] * 7, name="inside.json"))
+    assert "recompiles" in inside and "recompiled_before_window" not in inside  # recompiled in the window

@@ -125,6 +125,7 @@ class _Trace(Struct):
     with_stack: Any = None
     with_flops: Any = None
     with_modules: Any = None
+    lesson: Any = None  # the run's knobs, written by this suite's lessons (common.knobs)
 
 
 META_KEYS = [f for f in _Trace.__struct_fields__ if f != "traceEvents"]
