@@ -238,6 +238,7 @@ def list_traces(root: Path, console: Console | None = None) -> int:
         table.add_column(name)
     table.add_column("size", justify="right")
     table.add_column("modified")
+    table.add_column("variants")  # the other knobs of the name: sched-0-0-20, attn-eager, cache-static, ...
     for p in traces:
         tag = parse_tag(p.name)
         knobs = (
@@ -249,6 +250,7 @@ def list_traces(root: Path, console: Console | None = None) -> int:
         table.add_row(
             str(p), "" if folder == "." else folder, *knobs, "gz" if p.name.endswith(".gz") else "",
             decimal(stat.st_size), datetime.fromtimestamp(stat.st_mtime).strftime("%Y-%m-%d %H:%M"),
+            tag.variants_text if tag else "",
         )
     console.print(table)
     console.print("open one: [cyan]uv run -m common.view TRACE[/]")

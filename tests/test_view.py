@@ -265,3 +265,16 @@ def test_list_default_dir_and_missing_dir(tmp_path):
     assert r.returncode == 0 and "traces/02_linear/1024x32x64_bf16_warm_eager.json" in r.stdout
     r = run_view("--list", str(tmp_path / "nowhere"))
     assert r.returncode == 2 and r.stderr.startswith("error: no such folder")
+
+
+def test_list_shows_the_variants(tmp_path):
+    root = tmp_path / "traces"
+    (root / "04_llm").mkdir(parents=True)
+    (root / "04_llm" / "1x128x32_bf16_warm_eager_attn-eager_cache-static.json").write_text("{}")
+    (root / "04_llm" / "1x128x32_bf16_warm_eager.json").write_text("{}")
+    r = run_view("--list", str(root))
+    assert r.returncode == 0, r.stderr
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in r.stdout.splitlines() if "1x128x32_bf16" in line]
+    variants = {Path(cells[0]).name: cells[-1] for cells in rows}
+    assert variants == {"1x128x32_bf16_warm_eager.json": "",
+                        "1x128x32_bf16_warm_eager_attn-eager_cache-static.json": "attn-eager cache-static"}
