@@ -1,6 +1,6 @@
 """Part 3 (ahead of the series): profile an LLM with transformers, prefill then decode.
 
-    uv run 04_llm.py                                          # a random 8-layer Llama: prefill vs decode
+    uv run 04_llm.py                                          # a random 4-layer Llama: prefill vs decode
     uv run 04_llm.py --attn eager                             # matmul + softmax instead of one SDPA op
     uv run 04_llm.py --cache static                           # a preallocated KV cache written in place
     uv run 04_llm.py --compile --cache dynamic                # the growing cache: recompile, then dynamic shapes
@@ -12,7 +12,8 @@ One profiler step is one request: a `prefill` forward over the prompt fills the 
 --new-tokens `decode` forwards of one token each read it and add to it (greedy: the most likely
 token). With --compile the decode forward is compiled, as transformers' generate() does; prefill
 runs eager. The default model's weights are random (nothing to download).
-Writes traces/04_llm/<batch>x<prompt_len>x<new_tokens>_<dtype>_<warm>_<mode>[_model-..][_attn-..][_cache-static].txt and .json.
+Writes traces/04_llm/<batch>x<prompt_len>x<new_tokens>_<dtype>_<warm>_<mode>.txt and .json, plus the
+variants model-<name> (--model), attn-<name> (not sdpa) and cache-static.
 """
 
 import torch
