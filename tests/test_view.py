@@ -266,3 +266,17 @@ def test_list_default_dir_and_missing_dir(tmp_path):
     assert r.returncode == 0 and "traces/02_linear/1024x32x64_bf16_warm_eager.json" in r.stdout
     r = run_view("--list", str(tmp_path / "nowhere"))
     assert r.returncode == 2 and r.stderr.startswith("error: no such folder")
+
+
+def test_list_shows_the_variants(tmp_path):
+    root = tmp_path / "traces"
+    (root / "04_llm").mkdir(parents=True)
+    (root / "04_llm" / "1x128x32_bf16_warm_eager_attn-eager_cache-static.json").write_text("{}")
+    (root / "04_llm" / "1x128x32_bf16_warm_eager.json").write_text("{}")
+    r = run_view("--list", str(root))
+    assert r.returncode == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    decoded = {Path(lines[i]).name: lines[i + 1] for i, line in enumerate(lines) if line.endswith(".json")}
+    assert decoded["1x128x32_bf16_warm_eager.json"].startswith("size 1x128x32, bf16, warm, eager; ")
+    assert decoded["1x128x32_bf16_warm_eager_attn-eager_cache-static.json"].startswith(
+        "size 1x128x32, bf16, warm, eager; attn-eager cache-static; ")

@@ -6,9 +6,9 @@
     uv run -m common.report --compare A B [--json]     # two traces side by side (eager vs compile)
 
 A pipeline read front to back: :mod:`.load` (bytes -> the few fields needed, msgspec structs)
--> :mod:`.model` (steps, CPU call tree, device lanes, correlation, intervals; every number)
--> :mod:`.rules` (the cheatsheet, one function per row) -> :mod:`.render` (rich, JSON; the JSON
-keys are documented there) and :mod:`.compare`.
+-> :mod:`.model` (steps, CPU call tree, device lanes, correlation, intervals; every number; and
+:mod:`.phases`, one row per annotation name) -> :mod:`.rules` (the cheatsheet, one function per
+row) -> :mod:`.render` (rich, JSON; the JSON keys are documented there) and :mod:`.compare`.
 
 Importing this package is cheap (no torch, no numpy): the pipeline loads on first use.
 """

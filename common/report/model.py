@@ -154,6 +154,7 @@ class Model:
     intervals: dict = field(default_factory=dict)
     enclosing: object = None  # enclosing(cpu indices, kinds) -> innermost ancestor of those kinds
     cpu_work: Optional[CpuWork] = None  # per step: compute ops' own work vs the dispatch around them
+    phases: list = field(default_factory=list)  # list[phases.Phase]: one row per user annotation name
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -515,6 +516,9 @@ def build(loaded: Loaded, graveyard: Optional[list] = None) -> Model:
     model.cpu["step"] = model.step_of(c_ts)
     _tick("numbers")
     _numbers(model)
+    from common.report.phases import phase_table  # reads the numbers above (imported here: it imports this module)
+
+    model.phases = phase_table(model)
     _tick("end")
     return model
 

@@ -33,6 +33,13 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
   ``per_step_us``, ``per_step_calls``, ``decoded`` (GEMM or fused-kernel name decoded, or null)
 - ``ops``: the top 50 CPU ops/annotations by CPU total: ``name``, ``kind``, ``calls``,
   ``cpu_total_us``, ``self_cpu_us``, ``self_device_us``, ``kernels``, ``calls_with_device_work``
+- ``phases``: one object per user annotation name (``record_function``; not ProfilerStep#N nor
+  torch.compile's frames), in the order of their first call: ``name``, ``calls``, ``first_us``,
+  ``wall_us`` (all calls), ``mean_us`` (per call, host side), ``ops_per_call`` (CPU ops nested in a
+  call), ``kernels_per_call`` and ``launches_per_call`` (device work launched from inside a call),
+  ``graph_launches_per_call`` (``cudaGraphLaunch``), ``device_us`` and ``device_us_per_call`` (the
+  device time of that work), ``gpu_busy_pct`` (GPU busy while the calls ran, % of their wall time);
+  the device keys are null on a CPU-only trace
 - ``findings``: ``[{rule, level, message, hint, evidence}]``
 - ``notes``: list of strings
 """
@@ -105,6 +112,7 @@ def to_json(m: Model, findings: list[Finding]) -> dict:
         categories=m.categories,
         kernels=m.kernels,
         ops=m.ops[:50],
+        phases=[p.to_json() for p in m.phases],
         findings=[f.to_json() for f in findings],
         notes=m.notes,
     ))
@@ -290,6 +298,8 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
         console.print("  " + line)
 
     console.print(_steps_table(m))
+    if m.phases:
+        console.print(phases_table(m))
     console.print(_breakdown_table(m))
 
     if m.has_gpu:
@@ -331,9 +341,43 @@ def render_short(m: Model, findings: list[Finding], console) -> None:
     if m.window_source == "ProfilerStep" and m.step_rows:
         steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {us(r['wall_us'])}" for r in m.step_rows[:8])
         console.print(f"  step wall times: {steps}")
+    if m.phases:
+        console.print("  " + escape(phases_line(m)))
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those
     console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))
     if shown:
         console.print("  [dim]full report with what to try:[/]")
         console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', Path(m.path)))}[/]", soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- phases (per annotation)
+
+
+def phases_table(m: Model):
+    """The per-annotation table: what one call of each phase costs and dispatches."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="annotations (per call)",
+              caption="kernels and device time: the work launched from inside a call")
+    for col in ("annotation", "calls", "mean wall", "ops", "kernels", "device time", "GPU busy"):
+        t.add_column(col, justify="left" if col == "annotation" else "right")
+    for p in m.phases[:20]:
+        t.add_row(escape(p.name[:60]), f"{p.calls:,}", us(p.mean_us), f"{p.ops_per_call:,.0f}",
+                  f"{p.kernels_per_call:,.0f}" if m.has_gpu else "-",
+                  us(p.device_us_per_call) if p.device_us_per_call is not None else "-",
+                  f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-")
+    if len(m.phases) > 20:
+        t.caption = f"{len(m.phases) - 20} more annotations in --json"
+    return t
+
+
+def phases_line(m: Model, most: int = 4) -> str:
+    """The phases in one line: calls, mean wall time and ops per call (and GPU busy on a GPU trace)."""
+    parts = []
+    for p in m.phases[:most]:
+        busy = f", GPU busy {p.gpu_busy_pct:.0f}%" if p.gpu_busy_pct is not None else ""
+        parts.append(f"{p.name} {p.calls:,}x {us(p.mean_us)} ({p.ops_per_call:,.0f} ops{busy})")
+    more = f" (+{len(m.phases) - most} more)" if len(m.phases) > most else ""
+    return "per call: " + "; ".join(parts) + more
