@@ -86,6 +86,7 @@ def test_page_for_a_cpu_lesson_run(runs):
     assert page.figures["spread"]["series"][0]["values_us"] == pytest.approx(walls, abs=1e-3)
     for f in report["findings"]:
         assert f'id="finding-{f["rule"]}"' in text
+    assert "<h2>Annotations (per call)</h2>" in text and "<td>matmul_add</td><td class=\"num\">5</td>" in text
     assert parse_tag(html_path.name).variant("sched") == "0-0-5"
     assert f"wrote {html_path}" in run.stdout.replace("\n", "")
 

@@ -129,6 +129,22 @@ def _steps_table(m: Model) -> str:
     return "<h2>Steps</h2>" + _table(head, rows)
 
 
+def _phases_table(m: Model) -> str:
+    """The per-annotation table: what one call of each annotated phase costs and dispatches."""
+    if not m.phases:
+        return ""
+    rows = []
+    for p in m.phases:
+        row = [p.name, f"{p.calls:,}", us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        if m.has_gpu:
+            row += [f"{p.kernels_per_call:,.0f}", us(p.device_us_per_call),
+                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+        rows.append(row)
+    head = ["annotation", "calls", "mean wall", "ops per call"] + (
+        ["kernels per call", "device time per call", "GPU busy"] if m.has_gpu else [])
+    return "<h2>Annotations (per call)</h2>" + _table(head, rows)
+
+
 def findings_html(findings: list[Finding]) -> str:
     out = [f"<h2>Findings ({len(findings)})</h2>"]
     for f in findings:
@@ -144,7 +160,7 @@ def render_html(m: Model, findings: list[Finding], extra_sections: list[str] = (
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings."""
     plots = [breakdown_plot(m), *gpu_plots(m), ops_plot(m), spread_plot(m)]
     parts = [_header(m)] + [_figure(p) for p in plots if p is not None]
-    parts += [_steps_table(m), *extra_sections, findings_html(findings)]
+    parts += [_steps_table(m), _phases_table(m), *extra_sections, findings_html(findings)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in m.notes]
     return _page(f"Trace report: {m.path}", parts)
 

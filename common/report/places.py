@@ -78,6 +78,16 @@ def _recompiles(m: Model, f: Finding) -> list[Span]:
     return [Span(float(cpu["ts"][i]), float(cpu["dur"][i])) for i in hits.tolist()]
 
 
+def _annotation_calls(m: Model, f: Finding) -> list[Span]:
+    """Every call of the phase the finding is about (``decode`` in an LLM request)."""
+    cpu = m.cpu
+    if f.evidence.get("phase") not in m.names:
+        return []
+    nid = m.names.index(f.evidence["phase"])
+    hits = np.flatnonzero((cpu["name"] == nid) & (cpu["kind"] == ANNOTATION))
+    return [Span(float(cpu["ts"][i]), float(cpu["dur"][i])) for i in hits.tolist()]
+
+
 def _every_step(m: Model, f: Finding) -> list[Span]:
     return [Span(s.start, s.dur) for s in m.steps]
 
@@ -91,6 +101,7 @@ PLACES: dict[str, Callable[[Model, Finding], list[Span]]] = {
     "hidden_dtod_copy": _hidden_dtod_copy,
     "activity_buffer_request": _activity_buffer_request,
     "recompiles": _recompiles,
+    "overhead_bound_phase": _annotation_calls,
     "overhead_bound": _every_step,
     "compute_bound": _every_step,
 }

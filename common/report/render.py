@@ -360,14 +360,17 @@ def phases_table(m: Model):
     from rich.table import Table
 
     t = Table(title="annotations (per call)",
-              caption="kernels and device time: the work launched from inside a call")
-    for col in ("annotation", "calls", "mean wall", "ops", "kernels", "device time", "GPU busy"):
-        t.add_column(col, justify="left" if col == "annotation" else "right")
+              caption="kernels and device time: the work launched from inside a call" if m.has_gpu else None)
+    cols = ["annotation", "calls", "mean wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else [])
+    for col in cols:
+        t.add_column(col, justify="left" if col == "annotation" else "right", overflow="fold")
     for p in m.phases[:20]:
-        t.add_row(escape(p.name[:60]), f"{p.calls:,}", us(p.mean_us), f"{p.ops_per_call:,.0f}",
-                  f"{p.kernels_per_call:,.0f}" if m.has_gpu else "-",
-                  us(p.device_us_per_call) if p.device_us_per_call is not None else "-",
-                  f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-")
+        row = [escape(p.name[:60]), f"{p.calls:,}", us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        if m.has_gpu:
+            row += [f"{p.kernels_per_call:,.0f}",
+                    us(p.device_us_per_call) if p.device_us_per_call is not None else "-",
+                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+        t.add_row(*row)
     if len(m.phases) > 20:
         t.caption = f"{len(m.phases) - 20} more annotations in --json"
     return t
