@@ -1,0 +1,137 @@
+"""Render a job (:class:`~common.report.ranks.JobReport`) for people: rich text at 80 columns.
+
+The full form: what was read, one row per rank (medians per step), the straggler, the collectives
+per step, and each step's wall and wait per rank. The short form (the lesson's last words): the
+rank table and the straggler line.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from common.commands import display_path, uv_run
+from common.report.ranks import JobReport, RankSummary
+from common.report.rules import us
+
+STEP_TABLE_MAX_RANKS = 8  # the per-step table has two columns per rank
+
+
+def _bytes(n) -> str:
+    if n is None:
+        return "size n/a"
+    from rich.filesize import decimal
+
+    return decimal(int(n))
+
+
+def header(job: JobReport) -> str:
+    where = "GPU" if job.on_gpu else "CPU"
+    steps = [r.number for r in job.ranks[0].steps]
+    span = (f"#{steps[0]}..#{steps[-1]}" if len(steps) > 2 else ", ".join(f"#{n}" for n in steps)) if steps else "none"
+    what = f", {escape(job.tag)}" if job.tag else ""
+    return (f"[bold]job[/]: {job.world_size} ranks ({job.backend or 'unknown backend'} on the {where}){what}; "
+            f"profiled steps {span}")
+
+
+def rank_table(job: JobReport) -> Table:
+    t = Table(title="per rank (median per step)", box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ("rank", "step", "compute", "comm", "both", "idle", "waiting", "hidden")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "rank" else "right", no_wrap=True)
+    for r in job.ranks:
+        hidden = f"{r.overlap_pct:.1f}%" if r.overlap_pct is not None else "-"
+        t.add_row(str(r.rank), us(r.step_us), us(r.compute_us), us(r.communication_us), us(r.overlap_us),
+                  us(r.idle_us), us(r.wait_us), hidden)
+    basis = ("the share of comm kernel time that overlaps compute kernels (HolisticTraceAnalysis's "
+             "comm/comp overlap, without the last step)" if job.overlap_basis == "hta" else
+             "the share of comm time during CPU compute")
+    t.caption = (f"comm: communication; both: compute and comm at once; idle: neither; waiting: in "
+                 f"collectives, for the other ranks; hidden: {basis}")
+    t.caption_justify = "left"
+    return t
+
+
+def straggler_line(job: JobReport) -> str:
+    s = job.straggler
+    if s is None:
+        waits = [r.wait_us for r in job.ranks]
+        spread = max(waits) - min(waits) if waits else 0.0
+        return (f"[green]no straggler[/]: the ranks' waits in collectives differ by {us(spread)} per step "
+                f"(under a tenth of a step)")
+    where = escape(s.collective) + (f" issued in {escape(s.issued_in)}" if s.issued_in else "")
+    return (f"[yellow]straggler: rank {s.rank}[/]: the other ranks wait {us(s.behind_us)} per step for it "
+            f"({100 * s.behind_us / job.median_step_us:.0f}% of a step), in {where}")
+
+
+def collective_lines(r: RankSummary) -> list[str]:
+    """Per collective name: how many per step, and their size (a range when steps differ)."""
+    counts, sizes = defaultdict(list), defaultdict(list)
+    for c in r.collectives:
+        counts[c.name].append(c.count)
+        sizes[c.name].append(c.bytes)
+    out = []
+    for name, n in counts.items():
+        many = f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        known = [b for b in sizes[name] if b is not None]
+        size = (_bytes(known[0]) if known and min(known) == max(known) else
+                f"{_bytes(min(known))}-{_bytes(max(known))}" if known else "size n/a")
+        out.append(f"{escape(name)} x {many} per step ({size} per step)")
+    return out
+
+
+def step_table(job: JobReport) -> Table:
+    t = Table(title="each step: wall time / waiting in collectives", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("step", no_wrap=True)
+    for r in job.ranks:
+        t.add_column(f"rank {r.rank}", justify="right", no_wrap=True)
+    for i, row in enumerate(job.ranks[0].steps):
+        cells = [f"{us(r.steps[i].wall_us)} / {us(r.steps[i].wait_us)}" if i < len(r.steps) else "-" for r in job.ranks]
+        t.add_row(f"#{row.number}" if row.number is not None else str(i), *cells)
+    return t
+
+
+def render_job(job: JobReport, console) -> None:
+    from rich.panel import Panel
+
+    paths = "\n".join(escape(display_path(p)) for p in job.paths)
+    console.print(Panel(f"{header(job)}\n{paths}", title="job report", expand=False))
+    console.print(rank_table(job))
+    console.print("  " + straggler_line(job))
+    for line in collective_lines(job.ranks[0]):
+        console.print(f"  collectives (rank {job.ranks[0].rank}): {line}")
+    if len(job.ranks) <= STEP_TABLE_MAX_RANKS:
+        console.print(step_table(job))
+    for note in job.notes:
+        console.print(f"  [cyan]note[/]: {escape(note)}")
+
+
+def render_job_short(job: JobReport, console) -> None:
+    console.print(header(job))
+    console.print(rank_table(job))
+    console.print("  " + straggler_line(job))
+    for line in collective_lines(job.ranks[0]):
+        console.print(f"  collectives (rank {job.ranks[0].rank}): {line}")
+    for note in job.notes:
+        console.print(f"  [cyan]note[/]: {escape(note)}")
+    console.print("  [dim]full report (each step, every rank):[/]")
+    console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', *map(Path, job.paths)))}[/]", soft_wrap=True)
+
+
+def report_job(paths: list, *, short: bool, json_dest, write_json, graveyard=None) -> int:
+    """The command line's job report: read the job, then write its JSON (``{"schema", "ranks"}``)
+    or print it (``short``: the lessons' compact form)."""
+    from common.report.ranks import read_ranks, to_json
+
+    job = read_ranks(paths, graveyard)
+    if json_dest is not None:
+        write_json({"schema": "common.report/1", "ranks": to_json(job)}, json_dest)
+        return 0
+    from rich.console import Console
+
+    (render_job_short if short else render_job)(job, Console())
+    return 0
