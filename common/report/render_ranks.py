@@ -22,8 +22,6 @@ STEP_TABLE_MAX_RANKS = 8  # the per-step table has two columns per rank
 
 
 def _bytes(n) -> str:
-    if n is None:
-        return "size n/a"
     from rich.filesize import decimal
 
     return decimal(int(n))
@@ -79,8 +77,8 @@ def collective_lines(r: RankSummary) -> list[str]:
         many = f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}"
         known = [b for b in sizes[name] if b is not None]
         size = (_bytes(known[0]) if known and min(known) == max(known) else
-                f"{_bytes(min(known))}-{_bytes(max(known))}" if known else "size n/a")
-        out.append(f"{escape(name)} x {many} per step ({size} per step)")
+                f"{_bytes(min(known))}-{_bytes(max(known))}" if known else "")
+        out.append(f"{escape(name)} x {many} per step" + (f" ({size} per step)" if size else ""))
     return out
 
 
