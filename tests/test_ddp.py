@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_TRACES, REPO, Run, Trace
+from conftest import DATA_TRACES, REPO, Run, Trace, run_torchrun
 
 TINY = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256", "--blocks", "2"]
 TAG = "2x16x64x256x2_bf16_warm_eager"
@@ -26,13 +26,8 @@ BUCKET_MB = 0.04  # 41,943 bytes: a bucket closes once it holds 2 weights (DDP c
 DELAY_MS = 50.0
 
 
-def torchrun(*args: str, trace_dir: Path, nproc: int = 2, timeout: float = 300) -> Run:
-    """`torchrun --standalone --nproc-per-node N 05_ddp.py ARGS`, with this environment's Python."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           str(REPO / "05_ddp.py"), *args, "--trace_dir", str(trace_dir)]
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
-    return Run("05_ddp.py", list(args), trace_dir, proc.returncode, proc.stdout, proc.stderr)
+def torchrun(*args: str, trace_dir: Path) -> Run:
+    return run_torchrun("05_ddp.py", *args, trace_dir=trace_dir)
 
 
 def report(*args, timeout: float = 120) -> subprocess.CompletedProcess:
