@@ -197,7 +197,8 @@ def _float(value) -> Optional[float]:
 def _rank_from_name(path: Path) -> int:
     match = RANK_IN_NAME.search(_stem(path.name))
     if not match:
-        fail(f"{path}: no rank: the trace has no distributedInfo and its name no rank<k>")
+        fail(f"{path}: no rank: the trace has no distributedInfo and its name no rank<k> (a folder or rank*.json "
+             "files are read as one multi-process job; name single traces for one report each)")
     return int(match.group(1))
 
 

@@ -266,7 +266,7 @@ class RankSummary:
 @dataclass(frozen=True)
 class Straggler:
     rank: int
-    behind_us: float  # how long each other rank waits for it per step (median), beyond its own wait
+    behind_us: float  # the other ranks' wait per step (median; their mean) minus its own
     collective: str  # where the others waited most: the collective ...
     issued_in: Optional[str]  # ... and the annotation it was issued in
 
@@ -288,32 +288,33 @@ class JobReport:
         return statistics.median(r.step_us for r in self.ranks)
 
 
+def _collective_keys(t: RankTrace) -> list:
+    """(step number, name, k) for the k-th collective of that name in its step; None outside steps."""
+    seen: Counter = Counter()
+    keys = []
+    for c in t.collectives:
+        number = t.steps[c.step].number if c.step >= 0 else None
+        keys.append((number, c.name, seen[(number, c.name)]) if c.step >= 0 else None)
+        seen[(number, c.name)] += 1
+    return keys
+
+
 def _waits(traces: list[RankTrace]) -> tuple[list[list[float]], list[str]]:
     """Per rank, per collective: the time it waited for the other ranks (0 where not comparable)."""
-    keyed = []
-    for t in traces:
-        seen: Counter = Counter()
-        keys = []
-        for c in t.collectives:
-            number = t.steps[c.step].number if c.step >= 0 else None
-            keys.append((number, c.name, seen[(number, c.name)]) if c.step >= 0 else None)
-            seen[(number, c.name)] += 1
-        keyed.append(keys)
+    keyed = [_collective_keys(t) for t in traces]
     index = [{k: i for i, k in enumerate(keys) if k is not None and t.collectives[i].complete}
              for keys, t in zip(keyed, traces)]
-    common = set.intersection(*(set(ix) for ix in index)) if index else set()
+    common = set.intersection(*(set(ix) for ix in index))
     waits = [[0.0] * len(t.collectives) for t in traces]
     for key in common:
         durs = [t.collectives[ix[key]].dur_us for t, ix in zip(traces, index)]
-        low = min(durs)
         for r, ix in enumerate(index):
-            waits[r][ix[key]] = durs[r] - low
-    all_keys = set().union(*(set(k for k in keys if k is not None) for keys in keyed)) if keyed else set()
+            waits[r][ix[key]] = durs[r] - min(durs)
+    every = set().union(*(set(k for k in keys if k is not None) for keys in keyed))
     notes = []
-    if len(all_keys) > len(common):
-        notes.append(f"{len(all_keys) - len(common)} of {len(all_keys)} collectives could not be compared "
-                     "across ranks (missing on a rank, or still running when the profiler stopped): "
-                     "their wait counts as 0")
+    if len(every) > len(common):
+        notes.append(f"{len(every) - len(common)} of {len(every)} collectives could not be compared across ranks "
+                     "(missing on a rank, or still running when the profiler stopped): their wait counts as 0")
     return waits, notes
 
 

@@ -29,11 +29,12 @@ def _bytes(n) -> str:
 
 def header(job: JobReport) -> str:
     where = "GPU" if job.on_gpu else "CPU"
-    steps = [r.number for r in job.ranks[0].steps]
-    span = (f"#{steps[0]}..#{steps[-1]}" if len(steps) > 2 else ", ".join(f"#{n}" for n in steps)) if steps else "none"
+    steps = [r.number for r in job.ranks[0].steps if r.number is not None]
+    span = ("profiled steps " + (f"#{steps[0]}..#{steps[-1]}" if len(steps) > 2 else ", ".join(f"#{n}" for n in steps))
+            if steps else "no ProfilerStep (one window)")
     what = f", {escape(job.tag)}" if job.tag else ""
-    return (f"[bold]job[/]: {job.world_size} ranks ({job.backend or 'unknown backend'} on the {where}){what}; "
-            f"profiled steps {span}")
+    ranks = f"{job.world_size} rank{'s' if job.world_size != 1 else ''}"
+    return f"[bold]job[/]: {ranks} ({job.backend or 'unknown backend'} on the {where}){what}; {span}"
 
 
 def rank_table(job: JobReport) -> Table:
@@ -56,6 +57,8 @@ def rank_table(job: JobReport) -> Table:
 
 def straggler_line(job: JobReport) -> str:
     s = job.straggler
+    if len(job.ranks) < 2:
+        return "one rank: no other rank to wait for"
     if s is None:
         waits = [r.wait_us for r in job.ranks]
         spread = max(waits) - min(waits) if waits else 0.0
