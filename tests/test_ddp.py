@@ -301,3 +301,11 @@ def test_gpu_job_waits_straggler_and_overlap(tmp_path):
     assert (step["compute_us"], step["communication_us"], step["overlap_us"]) == (400.0, 300.0, 100.0)
     assert step["idle_us"] == 900.0 - (400.0 + 300.0 - 100.0)
     assert r0["collectives"][0] == {"step": 2, "name": "AllReduce", "count": 1, "bytes": 4096}
+
+
+def test_job_with_a_rank_twice_or_outside_the_world(tmp_path):
+    a = gpu_rank(tmp_path / "a_rank0.json", 0, 100.0)
+    b = gpu_rank(tmp_path / "b_rank0.json", 0, 100.0)
+    _one_error(report(a, b), "rank 0 appears in 2 traces")
+    c = gpu_rank(tmp_path / "c_rank2.json", 2, 100.0)
+    _one_error(report(a, c), "rank 2 is outside the job's 2 ranks")
