@@ -18,7 +18,7 @@ from common.commands import display_path, uv_run
 from common.report.ranks import JobReport, RankSummary
 from common.report.rules import us
 
-STEP_TABLE_MAX_RANKS = 8  # the per-step table has two columns per rank
+STEP_TABLE_MAX_RANKS = 4  # the per-step table's cells hold two numbers: 4 ranks fit 80 columns
 
 
 def _bytes(n) -> str:
@@ -37,15 +37,23 @@ def header(job: JobReport) -> str:
     return f"[bold]job[/]: {ranks} ({job.backend or 'unknown backend'} on the {where}){what}; {span}"
 
 
+def _unit(job: JobReport):
+    """One unit for a table's times, so its columns stay narrow: (name, formatter)."""
+    if job.median_step_us >= 1000:
+        return "ms", lambda v: f"{v / 1000:,.1f}"
+    return "µs", lambda v: f"{v:,.0f}"
+
+
 def rank_table(job: JobReport) -> Table:
-    t = Table(title="per rank (median per step)", box=box.SIMPLE_HEAD, pad_edge=False)
+    unit, fmt = _unit(job)
+    t = Table(title=f"per rank (median per step, {unit})", box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ("rank", "step", "compute", "comm", "both", "idle", "waiting", "hidden")
     for col in cols:
         t.add_column(col, justify="left" if col == "rank" else "right", no_wrap=True)
     for r in job.ranks:
         hidden = f"{r.overlap_pct:.1f}%" if r.overlap_pct is not None else "-"
-        t.add_row(str(r.rank), us(r.step_us), us(r.compute_us), us(r.communication_us), us(r.overlap_us),
-                  us(r.idle_us), us(r.wait_us), hidden)
+        t.add_row(str(r.rank), *(fmt(v) for v in (r.step_us, r.compute_us, r.communication_us, r.overlap_us,
+                                                  r.idle_us, r.wait_us)), hidden)
     basis = ("the share of comm kernel time that overlaps compute kernels (HolisticTraceAnalysis's "
              "comm/comp overlap, without the last step)" if job.overlap_basis == "hta" else
              "the share of comm time during CPU compute")
@@ -86,12 +94,14 @@ def collective_lines(r: RankSummary) -> list[str]:
 
 
 def step_table(job: JobReport) -> Table:
-    t = Table(title="each step: wall time / waiting in collectives", box=box.SIMPLE_HEAD, pad_edge=False)
+    unit, fmt = _unit(job)
+    t = Table(title=f"each step: wall time / waiting in collectives ({unit})", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("step", no_wrap=True)
     for r in job.ranks:
         t.add_column(f"rank {r.rank}", justify="right", no_wrap=True)
     for i, row in enumerate(job.ranks[0].steps):
-        cells = [f"{us(r.steps[i].wall_us)} / {us(r.steps[i].wait_us)}" if i < len(r.steps) else "-" for r in job.ranks]
+        cells = [f"{fmt(r.steps[i].wall_us)} / {fmt(r.steps[i].wait_us)}" if i < len(r.steps) else "-"
+                 for r in job.ranks]
         t.add_row(f"#{row.number}" if row.number is not None else str(i), *cells)
     return t
 
