@@ -30,9 +30,9 @@ def torchrun(*args: str, trace_dir: Path) -> Run:
     return run_torchrun("05_ddp.py", *args, trace_dir=trace_dir)
 
 
-def report(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+def report(*args, columns: int = 200, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "common.report", *map(str, args)], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+                          text=True, timeout=timeout, env={**os.environ, "COLUMNS": str(columns)})
 
 
 @pytest.fixture(scope="module")
@@ -136,9 +136,10 @@ def test_straggler_named_and_rank0_waits_about_the_delay(jobs):
 
 def test_report_reads_a_folder_and_its_short_form(jobs):
     folder = jobs["straggler"].trace_dir
-    full = report(folder)
+    full = report(folder, columns=80)
     assert full.returncode == 0, full.stderr
     assert "per rank" in full.stdout and "straggler: rank 1" in full.stdout and "#4" in full.stdout
+    assert all(len(line) <= 80 and "…" not in line for line in full.stdout.splitlines()), full.stdout
     short = report(*rank_files(jobs["straggler"], "straggler-1-50").values(), "--short")
     assert short.returncode == 0 and "straggler: rank 1" in short.stdout and "wall time / waiting" not in short.stdout
 
