@@ -49,6 +49,15 @@ def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict
     return Run(script, list(args), trace_dir or REPO / "traces", proc.returncode, proc.stdout, proc.stderr)
 
 
+def run_torchrun(script: str, *args: str, trace_dir: Path, nproc: int = 2, timeout: float = 300) -> Run:
+    """`torchrun --standalone --nproc-per-node N <script> ARGS --trace_dir DIR`, with this Python."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           str(REPO / script), *args, "--trace_dir", str(trace_dir)]
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
+    return Run(script, list(args), trace_dir, proc.returncode, proc.stdout, proc.stderr)
+
+
 def load_events(path: Path) -> list[dict]:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:

@@ -4,6 +4,7 @@
     uv run -m common.report TRACE --short              # the compact form the lessons print
     uv run -m common.report TRACE --json               # JSON on stdout (--json FILE writes FILE)
     uv run -m common.report --compare A B [--json]     # two traces side by side (eager vs compile)
+    uv run -m common.report DIR | RANK_TRACES...       # one job, every rank (common.report.ranks)
 
 A pipeline read front to back: :mod:`.load` (bytes -> the few fields needed, msgspec structs)
 -> :mod:`.model` (steps, CPU call tree, device lanes, correlation, intervals; every number; and
@@ -103,6 +104,23 @@ def _shown(path) -> str:
     return escape(display_path(path))
 
 
+def print_short_job_report(paths, console=None) -> None:
+    """Print the compact report over every rank's trace of one job (05_ddp.py calls this on rank 0).
+    Like :func:`print_short_report`, any failure prints one line instead of raising."""
+    from rich.console import Console
+
+    console = console or Console()
+    try:
+        from common.report.ranks import read_ranks
+        from common.report.render_ranks import render_job_short
+
+        render_job_short(read_ranks(list(paths)), console)
+    except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
+        from rich.markup import escape
+
+        console.print(f"[red]job report unavailable[/]: {escape(_one_line(exc))}")
+
+
 def _one_line(exc: Exception) -> str:
     from common.errors import BadInput
 
@@ -120,4 +138,5 @@ def main(argv=None) -> int:
     return _main(argv)
 
 
-__all__ = ["analyze", "report_json", "print_short_report", "lesson_report", "write_html", "main"]
+__all__ = ["analyze", "report_json", "print_short_report", "lesson_report", "write_html", "print_short_job_report",
+           "main"]

@@ -155,6 +155,14 @@ def run(argv=None, graveyard=None) -> int:
             render_compare(c, Console())
         return 0
 
+    from common.report.job_files import job_inputs
+
+    job = job_inputs(args.traces)
+    if job is not None:  # a folder, or several ranks' traces: one report over the job
+        from common.report.render_ranks import report_job
+
+        return report_job(job, short=args.short, json_dest=args.json, write_json=_write_json, graveyard=graveyard)
+
     results = []
     for path in args.traces:
         results.append(analyze(path, graveyard, parallel=True))

@@ -10,7 +10,8 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 - ``window``: ``start_us``, ``end_us``, ``wall_us``, ``source`` (``ProfilerStep`` | ``all events``)
 - ``gpu``: ``busy_us``, ``span_us``, ``idle_us``, ``idle_pct``, ``busy_pct`` (HolisticTraceAnalysis's
   definition: union of kernel/memcpy/memset intervals over the span from the first GPU event to the
-  last), ``compute_us`` (non-communication kernels), ``communication_us``, ``busy_in_window_us``,
+  last), ``compute_us`` (non-communication kernels), ``communication_us``, ``comm_comp_overlap_pct``
+  (HolisticTraceAnalysis's communication/computation overlap; null without NCCL kernels), ``busy_in_window_us``,
   ``busy_pct_of_window`` (over the ProfilerStep span), ``kernels``, ``memcpys``, ``memsets``,
   ``launches_correlated``, ``streams``
 - ``cpu``: ``self_cpu_total_us`` (sum of self times of the CPU events in the window: the profiler
@@ -97,13 +98,21 @@ def used_gpus(m: Model) -> list:
     return used or meta[:1]
 
 
+def _comm_comp_overlap(m: Model):
+    """HolisticTraceAnalysis's communication/computation overlap (%), None without NCCL kernels."""
+    from common.report.ranks import hta_overlap_pct
+
+    return hta_overlap_pct(m) if m.has_gpu else None
+
+
 def to_json(m: Model, findings: list[Finding]) -> dict:
     return _clean(dict(
         schema="common.report/1",
         trace=dict(path=m.path, bytes=m.size_bytes, file_bytes=m.file_bytes, events=m.n_events),
         meta=meta_of(m),
         window=m.numbers["window"],
-        gpu={k: v for k, v in m.numbers["gpu"].items() if k not in ("first_event_us", "last_event_us")},
+        gpu={**{k: v for k, v in m.numbers["gpu"].items() if k not in ("first_event_us", "last_event_us")},
+             "comm_comp_overlap_pct": _comm_comp_overlap(m)},
         cpu=m.numbers["cpu"],
         device=m.numbers["device"],
         efficiency=m.numbers["efficiency"],
@@ -166,6 +175,10 @@ def headline_lines(m: Model) -> list[str]:
     if m.has_gpu:
         out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({us(g['busy_in_window_us'])}); "
                    f"HTA: busy {us(g['busy_us'])} of a {us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
+    overlap = _comm_comp_overlap(m)
+    if overlap is not None:
+        out.append(f"communication kernels {us(g['communication_us'])}; {overlap:.1f}% of their time overlaps "
+                   f"computation kernels (HTA's comm/comp overlap, last step left out as HTA does)")
     if d["self_device_total_us"] is None:
         out.append(f"Self CPU {us(c['self_cpu_total_us'])}; no device time (CPU-only trace)")
     else:
