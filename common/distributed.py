@@ -30,7 +30,7 @@ from common.commands import display_path, uv_run
 from common.errors import BadInput, fail
 from common.knobs import JobKnobs
 from common.lesson import Lesson, lesson_main, setup
-from common.paths import Variant, trace_file
+from common.paths import Variant, annotated_file, html_file, trace_file
 
 DEFAULT_RANKS = 2  # the README's launch: torchrun --standalone --nproc-per-node 2
 
@@ -138,6 +138,14 @@ class DdpLesson(Lesson):
 
             c.rule("what the traces say")
             print_short_job_report(self.job_traces, console=c)
+        if self.args.html or self.args.annotate:  # one page and one annotated copy per rank's trace
+            from common.report import lesson_report
+
+            for trace in self.job_traces:
+                tag = trace.name[: -len(".json.gz" if self.args.gzip else ".json")]
+                lesson_report(trace, c, short=False,
+                              html=html_file(trace.parent, tag) if self.args.html else None,
+                              annotated=annotated_file(trace.parent, tag, self.args.gzip) if self.args.annotate else None)
         if self.args.share:
             from common.share import share
 

@@ -41,7 +41,7 @@ def jobs(tmp_path_factory):
     base = tmp_path_factory.mktemp("ddp")
     plan = {
         "buckets": (*TINY, "--bucket-cap-mb", str(BUCKET_MB), "--record-shapes", "--no-report"),
-        "straggler": (*TINY, "--straggler", "1", "--delay-ms", str(DELAY_MS)),
+        "straggler": (*TINY, "--straggler", "1", "--delay-ms", str(DELAY_MS), "--html", "--annotate"),
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {key: pool.submit(torchrun, *args, trace_dir=base / key) for key, args in plan.items()}
@@ -67,7 +67,8 @@ def job_json(*paths) -> dict:
 @pytest.mark.parametrize("key, variants", [("buckets", "shapes_bucket-0.04"), ("straggler", "straggler-1-50")])
 def test_one_trace_and_table_per_rank(jobs, key, variants):
     run = jobs[key]
-    names = [f"{TAG}_{variants}_rank{k}{suffix}" for k in (0, 1) for suffix in (".json", ".txt")]
+    extras = (".html", ".annotated.json") if key == "straggler" else ()  # --html --annotate: one of each per rank
+    names = [f"{TAG}_{variants}_rank{k}{suffix}" for k in (0, 1) for suffix in (".json", ".txt", *extras)]
     assert run.files() == sorted(names)  # nothing else: no temporary file left behind
     assert run.stdout.count("device  CPU") == 1  # one console: rank 0's
     for k in (0, 1):

@@ -117,7 +117,8 @@ def traces_in_folder(folder: Path) -> list[Path]:
         names = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     except OSError as exc:
         fail(f"{folder}: cannot list the folder ({exc.strerror or exc})")
-    traces = [p for p in names if p.name.endswith(TRACE_SUFFIXES)]
+    # the report's own annotated copies (--annotate) are the same ranks again: not part of the job
+    traces = [p for p in names if p.name.endswith(TRACE_SUFFIXES) and ".annotated." not in p.name]
     if not traces:
         fail(f"{folder}: no traces (.json or .json.gz) in this folder")
     return traces
