@@ -27,6 +27,26 @@ class ScheduleKnobs:
 
 
 @dataclass(frozen=True)
+class JobKnobs:
+    """One process of a multi-process job (05_ddp.py under torchrun): which job, which rank."""
+
+    id: str  # torchrun's run id, the same in every rank's trace of one launch
+    rank: int
+    world_size: int
+    backend: str  # gloo | nccl
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "JobKnobs | None":
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return cls(id=str(raw["id"]), rank=int(raw["rank"]), world_size=int(raw["world_size"]),
+                       backend=str(raw.get("backend", "")))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
 class RunKnobs:
     script: str
     tag: str
@@ -43,6 +63,7 @@ class RunKnobs:
     with_stack: bool = False
     variants: dict[str, str] = field(default_factory=dict)  # a lesson's own knobs (attention, cache, ...)
     matmul_flops_per_step: int | None = None  # the workload's matrix-multiply arithmetic in one step
+    job: JobKnobs | None = None  # set by a multi-process lesson: the job and this process's rank
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -71,6 +92,7 @@ class RunKnobs:
                 with_stack=bool(raw.get("with_stack", False)),
                 variants={str(k): str(v) for k, v in (raw.get("variants") or {}).items()},
                 matmul_flops_per_step=int(raw["matmul_flops_per_step"]) if raw.get("matmul_flops_per_step") else None,
+                job=JobKnobs.from_json(raw.get("job")),
             )
         except (KeyError, TypeError, ValueError):
             return None

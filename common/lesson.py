@@ -30,8 +30,8 @@ from rich.markup import escape
 from common.commands import display_path, uv_run
 from common.errors import BadInput, CommandParser, fail
 from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
-from common.paths import (COMPILE_MODES, DTYPES, Variant, atomic_path, make_tag, mode_label, table_file,
-                          trace_file)
+from common.paths import (COMPILE_MODES, DTYPES, Variant, annotated_file, atomic_path, html_file, make_tag, mode_label,
+                          table_file, trace_file)
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -114,7 +114,7 @@ def parse_schedule(text: str) -> Schedule:
 
 def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.ArgumentParser:
     """The flags every lesson shares; the script adds its shape flags to the returned parser."""
-    p = _Parser(prog=f"{script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog=f"uv run {script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(script=script)
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="element type (default: bf16)")
     p.add_argument(
@@ -135,6 +135,9 @@ def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.Ar
     p.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
     p.add_argument("--trace_dir", type=Path, default=None, help=f"output folder (default: traces/{script})")
     p.add_argument("--no-report", action="store_true", help="skip the short trace report at the end")
+    p.add_argument("--html", action="store_true", help="also write the report as a page of plots: <tag>.html")
+    p.add_argument("--annotate", action="store_true",
+                   help="also write a copy of the trace with the findings drawn on a track: <tag>.annotated.json")
     p.add_argument("--share", metavar="BUCKET", default=None,
                    help="upload the trace folder with trace-util to this Hugging Face bucket")
     return p
@@ -229,11 +232,15 @@ class Lesson:
         c.print("share a link (trace-util):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.share', self.trace_path.parent, '-b', 'BUCKET'))}[/]",
                 soft_wrap=True)
-        if not self.args.no_report:
-            from common.report import print_short_report  # prints one line if it cannot read the trace
+        a = self.args
+        if not a.no_report or a.html or a.annotate:
+            from common.report import lesson_report  # prints one line if it cannot read the trace
 
-            c.rule("what the trace says")
-            print_short_report(self.trace_path, console=c)
+            if not a.no_report:
+                c.rule("what the trace says")
+            lesson_report(self.trace_path, c, short=not a.no_report,
+                          html=html_file(self.trace_path.parent, self.tag) if a.html else None,
+                          annotated=annotated_file(self.trace_path.parent, self.tag, a.gzip) if a.annotate else None)
         if self.args.share:
             from common.share import share
 

@@ -86,7 +86,7 @@ class Tag:
 def parse_tag(name: str) -> Tag | None:
     """Read a tag back from a file name (suffixes ignored); None when the name is not one of ours."""
     stem = Path(name).name
-    for suffix in (".json.gz", ".json", ".txt"):
+    for suffix in (".annotated.json.gz", ".annotated.json", ".json.gz", ".json", ".txt", ".html"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
@@ -122,6 +122,16 @@ def trace_file(trace_dir: Path, tag: str, gzip: bool) -> Path:
 
 def table_file(trace_dir: Path, tag: str) -> Path:
     return Path(trace_dir) / f"{tag}.txt"
+
+
+def html_file(trace_dir: Path, tag: str) -> Path:
+    """The report page a lesson writes with ``--html``."""
+    return Path(trace_dir) / f"{tag}.html"
+
+
+def annotated_file(trace_dir: Path, tag: str, gzip: bool) -> Path:
+    """The trace with the report's Findings track, written with ``--annotate``."""
+    return Path(trace_dir) / f"{tag}.annotated{'.json.gz' if gzip else '.json'}"
 
 
 @contextlib.contextmanager

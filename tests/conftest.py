@@ -87,9 +87,10 @@ def report_json(*args) -> dict:
 
 
 def trace_of(run: Run) -> Path:
-    """The one trace a lesson run wrote."""
+    """The one trace a lesson run wrote (not the report's annotated copy of it, --annotate)."""
     assert run.returncode == 0, run.stderr
-    (path,) = [p for p in run.trace_dir.iterdir() if p.name.endswith((".json", ".json.gz"))]
+    (path,) = [p for p in run.trace_dir.iterdir()
+               if p.name.endswith((".json", ".json.gz")) and ".annotated." not in p.name]
     return path
 
 
@@ -105,6 +106,15 @@ def write_trace(path: Path, events: list, **top) -> Path:
     """``{"traceEvents": events, **top}`` as JSON at ``path``."""
     path.write_text(json.dumps({"traceEvents": events, **top}))
     return path
+
+
+def run_torchrun(script: str, *args: str, trace_dir: Path, nproc: int = 2, timeout: float = 300) -> Run:
+    """`torchrun --standalone --nproc-per-node N <script> ARGS --trace_dir DIR`, with this Python."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           str(REPO / script), *args, "--trace_dir", str(trace_dir)]
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
+    return Run(script, list(args), trace_dir, proc.returncode, proc.stdout, proc.stderr)
 
 
 def load_events(path: Path) -> list[dict]:
@@ -150,7 +160,8 @@ def runs(tmp_path_factory):
         "01_gzip": ("01_matmul_add.py", ["--size", "16", "--warmup", "--schedule", "0,0,4", "--gzip",
                                          "--dtype", "fp32", "--record-shapes"]),
         "01_warm": ("01_matmul_add.py", ["--warmup"]),
-        "01_cold_sched": ("01_matmul_add.py", ["--schedule", "0,0,5"]),  # the posts' wait=0, warmup=0 experiment
+        # the posts' wait=0, warmup=0 experiment; also the report's page and the annotated trace
+        "01_cold_sched": ("01_matmul_add.py", ["--schedule", "0,0,5", "--html", "--annotate"]),
         "01_2048": ("01_matmul_add.py", ["--size", "2048", "--warmup"]),
         "02_eager": ("02_linear.py", []),
         "02_compile": ("02_linear.py", ["--batch", "64", "--compile"]),

@@ -25,3 +25,29 @@ def test_script_trace_loads_in_hta(tmp_path):
     names = set(analysis.t.symbol_table.sym_table)
     assert {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "aten::addmm", "linear_fwd"} <= names
     assert len(df) > 20
+
+
+def test_annotated_trace_loads_in_hta(tmp_path):
+    """The report's annotated copy (a Findings track spliced in) still loads in HTA."""
+    run = run_script("01_matmul_add.py", "--no-report", "--annotate", "--schedule", "0,0,4",
+                     trace_dir=tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    trace_dir = tmp_path / "hta"
+    trace_dir.mkdir()
+    shutil.copy(run.trace_dir / "64_bf16_cold_eager_sched-0-0-4.annotated.json", trace_dir)
+    analysis = hta.TraceAnalysis(trace_dir=str(trace_dir))
+    names = set(analysis.t.symbol_table.sym_table)
+    assert {"ProfilerStep#0", "matmul_add", "aten::mm", "cold_first_step"} <= names
+
+
+@pytest.mark.parametrize("name", ["v100_ddp_rank1.json.gz", "a100_rank3.json.gz"])
+def test_comm_comp_overlap_is_htas(tmp_path, name):
+    """The report's communication/computation overlap is HTA's get_comm_comp_overlap, to its rounding."""
+    from conftest import DATA_TRACES
+
+    from common.report.model import analyze
+    from common.report.ranks import hta_overlap_pct
+
+    shutil.copy(DATA_TRACES / "hta" / name, tmp_path)  # HTA reads every trace in the folder
+    theirs = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_comm_comp_overlap(visualize=False)
+    assert abs(hta_overlap_pct(analyze(tmp_path / name)) - float(theirs["comp_comm_overlap_pctg"].iloc[0])) < 0.01

@@ -174,7 +174,9 @@ def test_compare_reads_at_80_columns(runs):
 def test_list_reads_at_80_columns(runs):
     root = runs["01_cold_sched"].trace_dir
     out = _run80("common.view", "--list", root.name, cwd=root.parent)  # paths relative to where you stand
-    assert out.splitlines()[1].strip() == f"{root.name}/64_bf16_cold_eager_sched-0-0-5.json"  # whole, to copy
+    lines = [line.strip() for line in out.splitlines()]
+    assert f"{root.name}/64_bf16_cold_eager_sched-0-0-5.json" in lines  # whole, on one line, to copy
+    assert f"{root.name}/64_bf16_cold_eager_sched-0-0-5.annotated.json" in lines
     assert "size 64, bf16, cold, eager; sched-0-0-5" in out
 
 

@@ -303,3 +303,17 @@ def test_an_aborted_download_does_not_stop_it(tmp_path, viewer_factory):
     resp, body = v.fetch()
     assert resp.status == 200 and len(body) == big.stat().st_size
     assert v.wait(timeout=30)[0] == 0
+
+
+def test_list_shows_the_variants(tmp_path):
+    root = tmp_path / "traces"
+    (root / "04_llm").mkdir(parents=True)
+    (root / "04_llm" / "1x128x32_bf16_warm_eager_attn-eager_cache-static.json").write_text("{}")
+    (root / "04_llm" / "1x128x32_bf16_warm_eager.json").write_text("{}")
+    r = run_view("--list", str(root))
+    assert r.returncode == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    decoded = {Path(lines[i]).name: lines[i + 1] for i, line in enumerate(lines) if line.endswith(".json")}
+    assert decoded["1x128x32_bf16_warm_eager.json"].startswith("size 1x128x32, bf16, warm, eager; ")
+    assert decoded["1x128x32_bf16_warm_eager_attn-eager_cache-static.json"].startswith(
+        "size 1x128x32, bf16, warm, eager; attn-eager cache-static; ")

@@ -4,10 +4,11 @@
     uv run -m common.report TRACE --short              # the compact form the lessons print
     uv run -m common.report --json TRACE               # JSON on stdout (-o FILE writes FILE)
     uv run -m common.report --compare A B [--json]     # two traces side by side (eager vs compile)
+    uv run -m common.report DIR | RANK_TRACES...       # one job, every rank (common.report.ranks)
 
 A pipeline read front to back: :mod:`.load` (bytes -> decoded events -> :mod:`.columns`)
 -> :mod:`.model` (steps, CPU call tree, device lanes, correlation) -> :mod:`.tables` (every number,
-once; TensorBoard's definitions in :mod:`.tensorboard`) -> :mod:`.rules` (the cheatsheet, one
+once, and :mod:`.phases`, one row per annotation name; TensorBoard's definitions in :mod:`.tensorboard`) -> :mod:`.rules` (the cheatsheet, one
 function per row) -> :mod:`.render` (rich, JSON; the JSON keys are documented there) and
 :mod:`.compare`.
 
@@ -55,6 +56,13 @@ def print_short_report(path, console=None) -> None:
     in it (a trace it cannot read, msgspec or numpy missing, a bug) prints one line instead of
     raising, so the lesson still exits 0 with its files written.
     """
+    lesson_report(path, console, short=True)
+
+
+def lesson_report(path, console=None, *, short: bool = True, html=None, annotated=None) -> None:
+    """What a lesson says about the trace it wrote: the short report (``short``), the HTML page
+    (``html``: its path) and the annotated copy of the trace (``annotated``: its path), from one
+    reading of the trace. Like :func:`print_short_report`, a failure is one printed line."""
     try:
         from rich.console import Console
 
@@ -63,14 +71,66 @@ def print_short_report(path, console=None) -> None:
         print(f"trace report unavailable: {_one_line(exc)}")
         return
     try:
-        from common.report.render import render_short
-
         m, findings = analyze(path)
-        render_short(m, findings, console)
+        if short:
+            from common.report.render import render_short
+
+            render_short(m, findings, console)
+        if html is not None:
+            write_html(m, findings, html)
+            console.print(f"[bold]wrote[/] {_shown(html)}  (the report as a page of plots; open it in a browser)")
+        if annotated is not None:
+            from common.report.annotate import write_annotated
+
+            slices = write_annotated(path, m, findings, annotated)
+            console.print(f"[bold]wrote[/] {_shown(annotated)}  (the trace with a Findings track of {slices} "
+                          "slices, for Perfetto)")
     except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
         from rich.markup import escape
 
         console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
+
+
+def write_html(m, findings, dest) -> int:
+    """Write the report page of one model to ``dest`` (whole or not at all); returns its size in bytes."""
+    from pathlib import Path
+
+    from common.errors import fail
+    from common.paths import atomic_path
+    from common.report.html import render_html
+
+    data = render_html(m, findings).encode()
+    try:
+        with atomic_path(Path(dest)) as tmp:
+            tmp.write_bytes(data)
+    except OSError as exc:
+        fail(f"{dest}: cannot write the page ({exc.strerror or exc})")
+    return len(data)
+
+
+def _shown(path) -> str:
+    from rich.markup import escape
+
+    from common.commands import display_path
+
+    return escape(display_path(path))
+
+
+def print_short_job_report(paths, console=None) -> None:
+    """Print the compact report over every rank's trace of one job (05_ddp.py calls this on rank 0).
+    Like :func:`print_short_report`, any failure prints one line instead of raising."""
+    from rich.console import Console
+
+    console = console or Console()
+    try:
+        from common.report.ranks import read_ranks
+        from common.report.render_ranks import render_job_short
+
+        render_job_short(read_ranks(list(paths)), console)
+    except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
+        from rich.markup import escape
+
+        console.print(f"[red]job report unavailable[/]: {escape(_one_line(exc))}")
 
 
 def _one_line(exc: Exception) -> str:
@@ -90,4 +150,5 @@ def main(argv=None) -> int:
     return _main(argv)
 
 
-__all__ = ["analyze", "model_of", "report_json", "print_short_report", "main"]
+__all__ = ["analyze", "model_of", "report_json", "print_short_report", "lesson_report", "write_html",
+           "print_short_job_report", "main"]

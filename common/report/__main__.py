@@ -22,6 +22,8 @@ examples:
   uv run -m common.report --json trace.json.gz -o report.json
   uv run -m common.report --compare traces/01_matmul_add/4096_bf16_warm_eager.json \\
                                     traces/01_matmul_add/4096_bf16_warm_compile.json
+  uv run -m common.report trace.json --html report.html --annotate trace.annotated.json
+  uv run -m common.report traces/05_ddp                # a job: every rank's trace in the folder
 
 --json writes the same content as JSON, with every kernel and op: to stdout, or with -o FILE to
 FILE (never one of the traces read: the same file under any name is refused). One trace gives one
@@ -66,6 +68,11 @@ def build_parser() -> CommandParser:
     p.add_argument("--json", action="store_true", help="write JSON instead of tables (every kernel and op)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help=f"with --json: write it to FILE instead of stdout ({STDIN}: stdout); never one of the traces")
+    p.add_argument("--html", metavar="FILE", default=None,
+                   help="also write the report as one self-contained HTML page of plots (one TRACE, or --compare)")
+    p.add_argument("--annotate", metavar="OUT", default=None,
+                   help="also write a copy of the TRACE (.json or .json.gz by OUT's name) with the findings on a "
+                        "'Findings' track, for Perfetto")
     p.add_argument("--short", action="store_true", help="the compact form: header, headline numbers, findings")
     p.add_argument("--top", type=_top, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
     p.add_argument("--max-size", "--max_size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
@@ -84,6 +91,10 @@ def parse_args(argv) -> argparse.Namespace:
         p.error("-o/--output writes the JSON: add --json (the tables are for the terminal; redirect them with >)")
     if (args.traces or args.compare).count(STDIN) > 1:
         p.error(f"standard input ({STDIN}) can be read once: name it once")
+    if args.html is not None and len(args.traces) > 1:
+        p.error("--html writes one page: give one TRACE (or --compare A B)")
+    if args.annotate is not None and (args.compare or len(args.traces) != 1 or args.traces == [STDIN]):
+        p.error("--annotate draws on one trace file: give exactly one TRACE")
     return args
 
 
@@ -103,7 +114,7 @@ def _inputs(args: argparse.Namespace) -> list[str]:
     return args.compare or args.traces
 
 
-def check_output(dest: str | None, inputs: list[str]) -> None:
+def check_output(dest: str | None, inputs: list[str], flag: str = "-o") -> None:
     """Refuse an output that is one of the inputs: the same file (device and inode, links resolved),
     whatever its name and contents; and an output that cannot be a file."""
     if dest is None or dest == STDIN:
@@ -113,9 +124,9 @@ def check_output(dest: str | None, inputs: list[str]) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        fail(f"-o {shorten(dest)}: cannot write there ({exc.strerror or exc})")
+        fail(f"{flag} {shorten(dest)}: cannot write there ({exc.strerror or exc})")
     if stat.S_ISDIR(target.st_mode):
-        fail(f"-o {shorten(dest)}: is a directory; name a file for the JSON")
+        fail(f"{flag} {shorten(dest)}: is a directory; name a file")
     for source in inputs:
         try:
             info = os.fstat(sys.stdin.fileno()) if source == STDIN else os.stat(source)
@@ -123,7 +134,47 @@ def check_output(dest: str | None, inputs: list[str]) -> None:
             continue  # an input that cannot be read is reported when it is read
         if (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
             what = "standard input" if source == STDIN else f"the trace {shorten(source)}"
-            fail(f"-o {shorten(dest)}: that is {what} (the same file); name a new file for the JSON")
+            fail(f"{flag} {shorten(dest)}: that is {what} (the same file); name a new file")
+
+
+def check_pictures(args: argparse.Namespace) -> None:
+    """--html and --annotate: never onto an input (the same file under any name), into a folder that exists."""
+    for flag, dest in (("--html", args.html), ("--annotate", args.annotate)):
+        if dest is None:
+            continue
+        check_output(dest, _inputs(args), flag=flag)
+        if not Path(dest).resolve().parent.is_dir():
+            fail(f"{flag} {shorten(dest)}: no such folder {display_path(Path(dest).resolve().parent)}")
+    if args.html is not None and args.html == args.annotate:
+        fail("--html and --annotate name the same file")
+
+
+def write_pictures(args: argparse.Namespace, model, findings, compared=None) -> None:
+    """The HTML page and the annotated trace, when asked for; each says what it wrote (on stderr)."""
+    from rich.filesize import decimal
+
+    if args.html is not None:
+        if compared is not None:
+            from common.report.html import render_compare_html
+
+            data = render_compare_html(compared).encode()
+            try:
+                with atomic_path(Path(args.html)) as tmp:
+                    tmp.write_bytes(data)
+            except OSError as exc:
+                fail(f"{shorten(args.html)}: cannot write the page ({exc.strerror or exc})")
+            size = len(data)
+        else:
+            from common.report import write_html
+
+            size = write_html(model, findings, args.html)
+        print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
+    if args.annotate is not None:
+        from common.report.annotate import write_annotated
+
+        slices = write_annotated(Path(args.traces[0]), model, findings, Path(args.annotate))
+        print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
+              file=sys.stderr)
 
 
 def write_json(obj, dest: str | None) -> None:
@@ -165,11 +216,21 @@ def run(argv=None, from_shell: bool = False) -> int:
     for line in ignored_flags(args):
         print(f"note: {line}", file=sys.stderr)
     check_output(args.output, _inputs(args))
+    check_pictures(args)
     if args.compare:
         return _compare(args)
+    from common.report.job_files import job_inputs
+
+    job = job_inputs(args.traces)
+    if job is not None:  # a folder, or several ranks' traces: one report over the job
+        from common.report.render_ranks import report_job
+
+        return report_job(job, short=args.short, json=args.json, json_dest=args.output, write_json=write_json,
+                          max_bytes=args.max_size)
     from common.report import analyze
 
     results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]
+    write_pictures(args, *results[0])
     if args.json:
         from common.report.render import to_json
 
@@ -198,6 +259,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     a, b = (model_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
     result = compare(a, b)
+    write_pictures(args, None, None, compared=result)
     if args.json:
         write_json(result, args.output)
     else:

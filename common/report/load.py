@@ -92,7 +92,8 @@ META_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "cupti_vers
              "pytorch_version", "python_version", "cuda_version", "cudnn_version", "nccl_version", "trace_id",
              "host_name", "hostname", "displayTimeUnit", "baseTimeNanoseconds", "traceName", "record_shapes",
              "profile_memory", "with_stack", "with_flops", "with_modules",
-             "lesson")  # the knobs a lesson of this project wrote (common/knobs.py)
+             "lesson",  # the knobs a lesson of this project wrote (common/knobs.py)
+             "report_findings")  # {"pid", "events"}: the Findings track the report drew (common/report/annotate.py)
 
 
 class _Schema:

@@ -83,6 +83,7 @@ class Model:
     intervals: dict = field(default_factory=dict)
     cpu_work: Optional[CpuWork] = None  # per step: compute ops' own work vs the dispatch around them
     aligned_steps: object = None  # tensorboard.AlignedSteps: the steps as TensorBoard sees them
+    phases: list = field(default_factory=list)  # list[phases.Phase]: one row per user annotation name
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -159,9 +160,13 @@ def build(loaded: Loaded) -> Model:
     overheads = [(n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads]
     del columns  # the per-event columns: the lanes hold what is read from here on
     devices, device_notes = _devices(loaded.meta)
+    drawn = _findings_track_events(loaded.meta)
+    drawn_notes = [f"this copy of the trace holds the report's Findings track ({drawn} events): left out of every "
+                   "figure"] if drawn else []
     model = Model(
-        path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes, n_events=loaded.n_events,
-        meta=loaded.meta, notes=loaded.notes + notes + step_notes + tree_notes + device_notes, t0=t0,
+        path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
+        n_events=loaded.n_events - drawn,
+        meta=loaded.meta, notes=loaded.notes + notes + step_notes + tree_notes + device_notes + drawn_notes, t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
@@ -171,6 +176,15 @@ def build(loaded: Loaded) -> Model:
 
 
 # ----------------------------------------------------------------------------- steps and the window
+
+
+def _findings_track_events(meta: dict) -> int:
+    """How many events the report's own Findings track added to an annotated copy (0 for other traces).
+    Its slices have the category "finding", which no figure reads."""
+    drawn = meta.get("report_findings")
+    if isinstance(drawn, dict) and isinstance(drawn.get("events"), int) and drawn["events"] >= 0:
+        return drawn["events"]
+    return 0
 
 
 def _host_steps(c: Columns, path: str) -> tuple[list[Step], float, float, str, list[str]]:

@@ -10,7 +10,8 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 - ``window``: ``start_us``, ``end_us``, ``wall_us``, ``source`` (``ProfilerStep`` | ``all events``)
 - ``gpu``: ``busy_us``, ``span_us``, ``idle_us``, ``idle_pct``, ``busy_pct`` (HolisticTraceAnalysis's
   definition: union of kernel/memcpy/memset intervals over the span from the first GPU event to the
-  last), ``compute_us`` (non-communication kernels), ``communication_us``, ``busy_in_window_us``,
+  last), ``compute_us`` (non-communication kernels), ``communication_us``, ``comm_comp_overlap_pct``
+  (HolisticTraceAnalysis's communication/computation overlap; null without NCCL kernels), ``busy_in_window_us``,
   ``busy_pct_of_window`` (over the ProfilerStep span), ``kernels``, ``memcpys``, ``memsets``,
   ``launches_correlated``, ``streams``
 - ``cpu``: ``self_cpu_total_us`` (sum of self times of the CPU events in the window: the profiler
@@ -40,6 +41,13 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
   child is a call of the same op counts once), ``cpu_total_us``, ``self_cpu_us``, ``self_device_us``
   (kernels it launched itself), ``device_total_us`` (with its children's), ``kernels``,
   ``calls_with_device_work``
+- ``phases``: one object per user annotation name (``record_function``; not ProfilerStep#N nor
+  torch.compile's frames), in the order of their first call: ``name``, ``calls``, ``first_us``,
+  ``wall_us`` (all calls), ``mean_us`` (per call, host side), ``ops_per_call`` (CPU ops nested in a
+  call), ``kernels_per_call`` and ``launches_per_call`` (device work launched from inside a call),
+  ``graph_launches_per_call`` (``cudaGraphLaunch``), ``device_us`` and ``device_us_per_call`` (the
+  device time of that work), ``gpu_busy_pct`` (GPU busy while the calls ran, % of their wall time);
+  the device keys are null on a CPU-only trace
 - ``findings``: ``[{rule, level, message, hint, evidence}]``
 - ``notes``: list of strings
 """
@@ -81,13 +89,20 @@ def used_gpus(m: Model) -> list:
     return used or meta[:1]
 
 
+def _comm_comp_overlap(m: Model):
+    """HolisticTraceAnalysis's communication/computation overlap (%), None without NCCL kernels."""
+    from common.report.ranks import hta_overlap_pct
+
+    return hta_overlap_pct(m) if m.has_gpu else None
+
+
 def to_json(m: Model, findings: list[Finding]) -> dict:
     return json_ready(dict(
         schema="common.report/1",
         trace=dict(path=m.path, bytes=m.size_bytes, file_bytes=m.file_bytes, events=m.n_events),
         meta=meta_of(m),
         window=m.numbers["window"],
-        gpu=m.numbers["gpu"],
+        gpu={**m.numbers["gpu"], "comm_comp_overlap_pct": _comm_comp_overlap(m)},
         cpu=m.numbers["cpu"],
         device=m.numbers["device"],
         efficiency=m.numbers["efficiency"],
@@ -97,6 +112,7 @@ def to_json(m: Model, findings: list[Finding]) -> dict:
         categories=m.categories,
         kernels=m.kernels,
         ops=m.ops,
+        phases=[p.to_json() for p in m.phases],
         findings=[f.to_json() for f in findings],
         notes=m.notes,
     ))
@@ -150,6 +166,10 @@ def headline_lines(m: Model) -> list[str]:
     if m.has_gpu:
         out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({fmt_us(g['busy_in_window_us'])}); "
                    f"HTA: busy {fmt_us(g['busy_us'])} of a {fmt_us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
+    overlap = _comm_comp_overlap(m)
+    if overlap is not None:
+        out.append(f"communication kernels {fmt_us(g['communication_us'])}; {overlap:.1f}% of their time overlaps "
+                   f"computation kernels (HTA's comm/comp overlap, last step left out as HTA does)")
     threads = f" on {c['threads']} threads" if c["threads"] > 1 else ""
     if d["self_device_total_us"] is None:
         out.append(f"Self CPU {fmt_us(c['self_cpu_total_us'])}{threads}; no device time (CPU-only trace)")
@@ -320,6 +340,8 @@ def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
     console.print(_indented(headline_lines(m)))
 
     console.print(_steps_table(m))
+    if m.phases:
+        console.print(phases_table(m))
     console.print(_breakdown_table(m))
     console.print(_bullets([f"[dim]{escape(breakdown_note(m))}[/]"]))
 
@@ -359,9 +381,46 @@ def render_short(m: Model, findings: list[Finding], console) -> None:
     if m.window_source == "ProfilerStep" and m.step_rows:
         steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {fmt_us(r['wall_us'])}" for r in m.step_rows[:8])
         console.print(f"  step wall times: {steps}")
+    if m.phases:
+        console.print("  " + escape(phases_line(m)))
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those
     console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))
     if shown:
         console.print("  [dim]full report with what to try:[/]")
         console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', Path(m.path)))}[/]", soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- phases (per annotation)
+
+
+def phases_table(m: Model):
+    """The per-annotation table: what one call of each phase costs and dispatches."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="annotations (per call)",
+              caption="kernels and device time: the work launched from inside a call" if m.has_gpu else None)
+    cols = ["annotation", "calls", "mean wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else [])
+    for col in cols:
+        t.add_column(col, justify="left" if col == "annotation" else "right", overflow="fold")
+    for p in m.phases[:20]:
+        row = [escape(p.name[:60]), f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        if m.has_gpu:
+            row += [f"{p.kernels_per_call:,.0f}",
+                    fmt_us(p.device_us_per_call) if p.device_us_per_call is not None else "-",
+                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+        t.add_row(*row)
+    if len(m.phases) > 20:
+        t.caption = f"{len(m.phases) - 20} more annotations in --json"
+    return t
+
+
+def phases_line(m: Model, most: int = 4) -> str:
+    """The phases in one line: calls, mean wall time and ops per call (and GPU busy on a GPU trace)."""
+    parts = []
+    for p in m.phases[:most]:
+        busy = f", GPU busy {p.gpu_busy_pct:.0f}%" if p.gpu_busy_pct is not None else ""
+        parts.append(f"{p.name} {p.calls:,}x {fmt_us(p.mean_us)} ({p.ops_per_call:,.0f} ops{busy})")
+    more = f" (+{len(m.phases) - most} more)" if len(m.phases) > most else ""
+    return "per call: " + "; ".join(parts) + more

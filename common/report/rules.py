@@ -990,3 +990,141 @@ def gemm_kernels(m: Model):
                    "compare names between runs: the same name means the same GPU work",
                    dict(kernels=[dict(name=k["name"], calls=k["calls"], total_us=rounded(k["total_us"]), **d) for k, d in rows[:20]],
                         bias_epilogue=bias))
+
+
+# ----------------------------------------------------------------------------- phases (per annotation)
+
+
+def _tokens_per_call(m: Model) -> dict:
+    """Tokens per call of 04_llm.py's phases, from the knobs the lesson writes into its trace
+    (shape = batch x prompt length x new tokens); empty for any other trace."""
+    from common.knobs import RunKnobs
+
+    knobs = RunKnobs.from_json(m.meta.get("lesson"))
+    if knobs is None or knobs.script != "04_llm" or len(knobs.shape) != 3:
+        return {}
+    batch, prompt_len, _ = knobs.shape
+    return {"prefill": batch * prompt_len, "decode": batch}
+
+
+def _phase_cost_us(p) -> float:
+    """A call's cost: its host span, or the device time of its work when the GPU took longer."""
+    return max(p.mean_us, p.device_us_per_call or 0.0)
+
+
+def _same_op_graph(a, b) -> bool:
+    return a.ops_per_call >= 10 and b.ops_per_call >= 10 and 0.5 <= a.ops_per_call / b.ops_per_call <= 2
+
+
+@rule
+def overhead_bound_phase(m: Model):
+    """A phase whose calls dispatch about as many ops as another phase's calls but do far less work
+    each (decode's one token per sequence vs prefill's whole prompt): its time goes to dispatching
+    the same op graph again, not to the work, so per token it is many times slower (and on a GPU it
+    leaves the GPU idle). Fewer, bigger calls (batching), fewer ops (torch.compile) or one launch
+    for them all (CUDA graphs) help; faster kernels do not."""
+    tokens = _tokens_per_call(m)
+    pairs = [(a, b) for a in m.phases for b in m.phases if a is not b and _same_op_graph(a, b)]
+    best = None
+    for light, heavy in pairs:
+        if light.name in tokens and heavy.name in tokens and tokens[light.name] < tokens[heavy.name]:
+            per_light = _phase_cost_us(light) / tokens[light.name]
+            per_heavy = _phase_cost_us(heavy) / tokens[heavy.name]
+            ratio = per_light / per_heavy if per_heavy > 0 else 0.0
+            if ratio >= 3 and (best is None or ratio > best[2]):
+                best = (light, heavy, ratio, per_light, per_heavy)
+        elif not tokens and m.has_gpu and light.calls >= 2 and light.gpu_busy_pct < 50 \
+                and heavy.gpu_busy_pct >= 2 * max(light.gpu_busy_pct, 1.0):
+            ratio = heavy.gpu_busy_pct / max(light.gpu_busy_pct, 1.0)
+            if best is None or ratio > best[2]:
+                best = (light, heavy, ratio, None, None)
+    if best is None:
+        return None
+    light, heavy, ratio, per_light, per_heavy = best
+    same = (f"each call dispatches {light.ops_per_call:,.0f} ops, about as many as a {heavy.name} call "
+            f"({heavy.ops_per_call:,.0f}, {light.ops_per_call / heavy.ops_per_call:.2f}x)")
+    busy = (f"; the GPU is busy {light.gpu_busy_pct:.0f}% of {light.name}'s time vs {heavy.gpu_busy_pct:.0f}% "
+            f"of {heavy.name}'s" if m.has_gpu else "")
+    if per_light is not None:
+        n = tokens[light.name]
+        work = (f", for {n:,} token{'s' if n != 1 else ''} instead of {tokens[heavy.name]:,}: {fmt_us(per_light)} per token "
+                f"vs {fmt_us(per_heavy)} in {heavy.name} ({ratio:,.0f}x)")
+    else:
+        work = ""
+    return Finding("overhead_bound_phase", f"{light.name} is overhead-bound: {same}{work}{busy}",
+                   f"the cost of a {light.name} call is the dispatch of its ops, not its work: batch more sequences "
+                   "per call, cut the ops (torch.compile), or replay them as one CUDA graph "
+                   "(torch.compile mode='reduce-overhead' with a static KV cache)",
+                   dict(phase=light.name, reference=heavy.name, ops_per_call=rounded(light.ops_per_call),
+                        reference_ops_per_call=rounded(heavy.ops_per_call), calls=light.calls,
+                        us_per_call=rounded(_phase_cost_us(light)), reference_us_per_call=rounded(_phase_cost_us(heavy)),
+                        tokens_per_call=tokens.get(light.name), reference_tokens_per_call=tokens.get(heavy.name),
+                        us_per_token=rounded(per_light, 2), reference_us_per_token=rounded(per_heavy, 3),
+                        per_token_ratio=rounded(ratio, 1) if per_light is not None else None,
+                        gpu_busy_pct=rounded(light.gpu_busy_pct), reference_gpu_busy_pct=rounded(heavy.gpu_busy_pct)),
+                   level="warn")
+
+
+@rule
+def cuda_graphs(m: Model):
+    """cudaGraphLaunch on the CPU lane: a captured CUDA graph replays a whole sequence of kernels
+    for one launch (torch.compile mode='reduce-overhead', or torch.cuda.graphs): the per-kernel
+    launch cost, the overhead of a small-kernel phase such as decode, is gone from the host."""
+    from common.report.phases import GRAPH_LAUNCHES
+
+    cpu, dev = m.cpu, m.dev
+    graph_ids = m.name_mask(lambda s: s in GRAPH_LAUNCHES)
+    launches = np.flatnonzero(graph_ids[cpu["name"]] & (cpu["kind"] == RUNTIME))
+    if not launches.size:
+        return None
+    is_graph = np.zeros(cpu["n"], dtype=bool)
+    is_graph[launches] = True
+    linked = dev["launch"] >= 0
+    replayed = int((linked & (dev["kind"] == KERNEL) & is_graph[np.maximum(dev["launch"], 0)]).sum())
+    per = f", {replayed / launches.size:,.0f} kernels per launch" if replayed else ""
+    phases = [p for p in m.phases if p.graph_launches_per_call > 0]
+    where = "; ".join(f"{p.name}: {p.graph_launches_per_call:.1f} graph launch(es) and "
+                      f"{p.launches_per_call - p.graph_launches_per_call:.1f} other launches per call, "
+                      f"{p.kernels_per_call:,.0f} kernels per call" for p in phases[:3])
+    return Finding("cuda_graphs", f"CUDA graphs: {launches.size:,} {m.names[cpu['name'][launches[0]]]} calls replay "
+                   f"{replayed:,} kernels{per}: one launch instead of one per kernel" + (f" ({where})" if where else ""),
+                   "the kernels still run one after another on the GPU; what is gone is the host's launch cost. "
+                   "A graph needs fixed shapes and addresses: a static KV cache",
+                   dict(graph_launches=int(launches.size), kernels_replayed=replayed,
+                        phases={p.name: dict(graph_launches_per_call=rounded(p.graph_launches_per_call, 2),
+                                             launches_per_call=rounded(p.launches_per_call, 2),
+                                             kernels_per_call=rounded(p.kernels_per_call, 1)) for p in phases}))
+
+
+@rule
+def recompiled_before_window(m: Model):
+    """Torch-Compiled Region K/M with M > 0, the only region of its frame in the window, with one
+    CompiledFxGraph: the frame was compiled again before the window (a guard failed, typically a
+    shape changed) and that graph serves every call since. When the shapes keep changing, as a
+    growing KV cache's do, this is torch.compile going dynamic (automatic dynamic shapes after the
+    first change): one graph for every length instead of one recompile per length."""
+    info = _compile_info(m)
+    if info is None or len(info["hashes"]) != 1:
+        return None
+    regions = [(_REGION.match(n).group(1), _REGION.match(n).group(2), n) for n in info["regions"]]
+    frames = {f for f, _, _ in regions}
+    if len(regions) != 1 or len(frames) != 1 or regions[0][1] == "0":
+        return None
+    from common.report.model import ANNOTATION
+
+    frame, compile_id, name = regions[0]
+    calls = info["regions"][name]
+    nid = m.names.index(name)
+    idx = np.flatnonzero(m.cpu["name"] == nid)
+    outer = m.enclosing(idx, (ANNOTATION,))
+    named = [m.names[m.cpu["name"][i]] for i in outer.tolist() if i >= 0]
+    named = [n for n in named if not STEP_RE.match(n)]
+    inside = f" inside {max(set(named), key=named.count)}" if named else ""
+    return Finding("recompiled_before_window", f"{name}{inside}: frame {frame}'s compile {compile_id}, a recompile "
+                   f"(the guards of an earlier compile failed before the window), serves all {calls:,} calls in the "
+                   "window with one graph: no recompiles here; when the shapes change from call to call (a growing KV "
+                   "cache), this graph has dynamic shapes (torch.compile's automatic dynamic, after the first change)",
+                   "TORCH_LOGS=recompiles,dynamic says which guard failed and which dimension went dynamic; fixed "
+                   "shapes (a static KV cache) keep one static graph (region 0/0)",
+                   dict(region=name, frame=frame, compile_id=int(compile_id), calls=calls,
+                        graph=next(iter(info["hashes"])), phase=inside.removeprefix(" inside ") or None))

@@ -15,6 +15,7 @@ import numpy as np
 
 from common.report import names as trace_names
 from common.report.cpu_work import split_cpu_work
+from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
@@ -46,6 +47,7 @@ def fill_tables(m: Model) -> None:
                                     self_us=cpu["self"], parent=cpu["parent"], step=cpu["step"],
                                     step_walls=[s.dur for s in m.steps], thread=cpu["thread"],
                                     step_threads=[s.tid for s in m.steps])
+    m.phases = phase_table(m)
 
 
 # ----------------------------------------------------------------------------- the GPU and CPU totals

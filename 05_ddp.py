@@ -1,0 +1,158 @@
+"""Beyond one process: profile DistributedDataParallel training, one trace per rank.
+
+    uv run torchrun --standalone --nproc-per-node 2 05_ddp.py                        # gloo on the CPU, NCCL on GPUs
+    uv run torchrun --standalone --nproc-per-node 2 05_ddp.py --bucket-cap-mb 1      # more, smaller all-reduces
+    uv run torchrun --standalone --nproc-per-node 2 05_ddp.py --straggler 1 --delay-ms 50   # rank 0 waits for rank 1
+
+A few GeGLU MLP blocks of 03_simple_mlp.py, trained with DDP: in the backward, DDP all-reduces
+each gradient bucket as soon as its gradients are ready, so communication can hide behind the rest
+of the backward. Every rank writes traces/05_ddp/<tag>_rank<k>.txt and .json; rank 0 prints the
+console and, at the end, the report over every rank's trace.
+"""
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from common.distributed import ddp_main, setup_ddp
+from common.lesson import parser, positive_int
+
+cli = parser("05_ddp", __doc__, warmup_default=True)
+cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch, on each rank (default: 8)")
+cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
+cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
+cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+cli.add_argument("--blocks", type=positive_int, default=4, help="MLP blocks in the model (default: 4)")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
+    return value
+
+
+cli.add_argument("--bucket-cap-mb", type=positive_float, default=None, metavar="MB",
+                 help="DDP's gradient bucket size: how many all-reduces per step (default: DDP's, 25 MB "
+                      "with a 1 MB first bucket)")
+cli.add_argument("--straggler", type=int, default=None, metavar="RANK",
+                 help="make this rank sleep --delay-ms every step, so the others wait for it in the all-reduce")
+cli.add_argument("--delay-ms", type=positive_float, default=None, metavar="D",
+                 help="the straggler's delay per step in ms (default with --straggler: 50)")
+
+
+# 1. The workload: the GeGLU MLP of 03_simple_mlp.py, a few blocks deep.
+class GeGLUMLP(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+def delay_ms(a):
+    return a.delay_ms if a.delay_ms is not None else 50.0
+
+
+def ddp_variants(a):
+    """The knobs of this lesson that change the trace, for the file name (none at their defaults)."""
+    out = []
+    if a.bucket_cap_mb is not None:
+        out.append(("bucket", f"{a.bucket_cap_mb:g}"))
+    if a.straggler is not None:
+        out.append(("straggler", f"{a.straggler}-{delay_ms(a):g}"))
+    return out
+
+
+def check_straggler(a, world_size):
+    """--straggler names a rank of this job; --delay-ms needs a straggler."""
+    if a.delay_ms is not None and a.straggler is None:
+        cli.error("--delay-ms needs --straggler RANK")
+    if a.straggler is not None and not 0 <= a.straggler < world_size:
+        cli.error(f"--straggler {a.straggler}: the ranks of this job are 0..{world_size - 1}")
+
+
+def elements(a):
+    """Weights, gradients and DDP's bucket copies, plus each block's [tokens, hidden] activations."""
+    tokens = a.batch * a.seq
+    return a.blocks * (3 * 3 * a.dim * a.hidden + 4 * tokens * a.hidden + 2 * tokens * a.dim)
+
+
+def train_flops(a):
+    """Forward (3 GEMMs per block) and backward (twice the forward): 3 x 3 x 2*tokens*dim*hidden per block."""
+    return 3 * 3 * 2 * a.batch * a.seq * a.dim * a.hidden * a.blocks
+
+
+@ddp_main
+def main():
+    lesson = setup_ddp(cli, shape=lambda a: (a.batch, a.seq, a.dim, a.hidden, a.blocks), elements=elements,
+                       variants=ddp_variants, matmul_flops=train_flops, check=check_straggler)
+    args, device, dtype, rank = lesson.args, lesson.device, lesson.dtype, lesson.ranks.rank
+
+    torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+    model = nn.Sequential(*[GeGLUMLP(args.dim, args.hidden) for _ in range(args.blocks)]).to(device=device, dtype=dtype)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=args.bucket_cap_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    torch.manual_seed(1 + rank)  # each rank trains on its own batch
+    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+    y = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+
+    compiled = torch.compile(ddp, mode=args.compile_mode) if args.compile else ddp
+
+    # 2. One training step, annotated: forward, backward (with DDP's all-reduces), optimizer step.
+    def step():
+        if rank == args.straggler:  # --straggler: this rank arrives late at every all-reduce
+            with torch.profiler.record_function("straggler_delay"):
+                time.sleep(delay_ms(args) / 1000)
+        with torch.profiler.record_function("forward"):
+            loss = F.mse_loss(compiled(x), y)
+        with torch.profiler.record_function("backward"):
+            loss.backward()  # DDP all-reduces each gradient bucket once its gradients are ready
+        with torch.profiler.record_function("optimizer_step"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    # 3. Warm-up: DDP rebuilds its buckets after the first step (and compiles, with --compile).
+    if args.warmup:
+        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
+            for _ in range(3):
+                step()
+            lesson.sync()
+
+    # 4. Profile: every rank runs the same schedule and records its own trace.
+    s = args.schedule
+    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+        with torch.profiler.profile(
+            activities=lesson.activities,  # CPU, plus CUDA on a GPU
+            schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
+            record_shapes=args.record_shapes,
+            profile_memory=args.profile_memory,
+            with_stack=args.with_stack,
+        ) as prof:
+            for _ in range(s.steps):
+                lesson.label(prof)  # the run's knobs (and the rank) into the trace's metadata
+                step()
+                prof.step()
+        lesson.sync()
+
+    # 5. Export this rank's table and trace (every rank's files appear together).
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
+
+    return lesson.finish(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""The report as one self-contained HTML page: header numbers, plots (inline SVG), tables, findings.
+
+It opens offline: no script, no stylesheet or font from a network, nothing to fetch. The plots are
+matplotlib's (:mod:`common.report.plots`); the interactive timeline stays Perfetto's job. Every plot
+sits in a ``<figure id=... data-plot=...>`` whose attribute holds the numbers drawn, so a program
+can check a picture against the JSON report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from common.report import names as trace_names
+from common.report.model import BREAKDOWN_KEYS, Model
+from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
+from common.report.rules import Finding
+from common.report.units import fmt_us
+
+TOP = 12  # bars in a top-N plot
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 980px;
+       padding: 1.2em; color: #222; }
+h1 { font-size: 1.35em; margin-bottom: .2em; } h2 { font-size: 1.1em; margin-top: 1.6em; }
+.path { font-family: ui-monospace, monospace; color: #555; word-break: break-all; }
+ul.numbers { padding-left: 1.2em; } figure { margin: 1em 0; } figcaption { font-weight: 600; }
+figure svg { max-width: 100%; height: auto; }
+table { border-collapse: collapse; font-size: .92em; } td, th { padding: .2em .6em; border-bottom: 1px solid #ddd; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.finding { margin: .5em 0; } .warn { color: #a15c00; } .note { color: #246; } .info { color: #265c26; }
+.hint { color: #555; } details pre { white-space: pre-wrap; font-size: .85em; background: #f6f6f6; padding: .5em; }
+"""
+
+
+def _plain(markup: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain
+
+
+def _figure(plot: Plot) -> str:
+    data = html.escape(json.dumps(plot.data, separators=(",", ":")), quote=True)
+    return (f'<figure id="{plot.id}" data-plot="{data}"><figcaption>{html.escape(plot.title)}</figcaption>'
+            f"{plot.svg}</figure>")
+
+
+def _table(head: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(
+        f'<td class="num">{html.escape(c)}</td>' if i >= numeric_from else f"<td>{html.escape(c)}</td>"
+        for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _page(title: str, parts: list[str]) -> str:
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+
+
+# ----------------------------------------------------------------------------- one trace
+
+
+def _step_labels(m: Model) -> list[str]:
+    return [m.step_label(i) for i in range(len(m.step_rows))]
+
+
+def breakdown_plot(m: Model) -> Plot:
+    """Per step: TensorBoard's breakdown on a GPU trace; compute vs dispatch on a CPU-only one."""
+    if m.has_gpu or m.cpu_work is None:
+        parts = {k: [r["breakdown"][k] for r in m.step_rows] for k in BREAKDOWN_KEYS}
+        return stacked_steps("breakdown", "step time breakdown (kernel > memcpy > memset > runtime > dataloader > "
+                             "CPU exec > other)", _step_labels(m), parts)
+    work = m.cpu_work.steps
+    parts = {"compute": [s.compute_us for s in work], "dispatch": [max(s.wall_us - s.compute_us, 0.0) for s in work]}
+    return stacked_steps("breakdown", "step time: the compute ops' own work vs the dispatch around them (CPU)",
+                         _step_labels(m), parts)
+
+
+def gpu_plots(m: Model) -> list[Plot]:
+    if not m.has_gpu:
+        return []
+    cats = [(c["label"], c["label"], c["time_us"]) for c in m.categories]
+    kernels = [(trace_names.short_name(k["name"], 48), k["name"], k["total_us"]) for k in m.kernels[:TOP]]
+    return [horizontal_bars("categories", "GPU time by kernel category", cats, "GPU time"),
+            horizontal_bars("kernels", f"top {len(kernels)} kernels by total time", kernels, "total time")]
+
+
+def ops_plot(m: Model) -> Plot | None:
+    key, what = ("self_device_us", "self device time") if m.has_gpu else ("self_cpu_us", "self CPU time")
+    ops = sorted((o for o in m.ops if o["kind"] == "op"), key=lambda o: -o[key])[:TOP]
+    if not ops or not any(o[key] for o in ops):
+        return None
+    rows = [(trace_names.short_name(o["name"], 48), o["name"], o[key]) for o in ops]
+    return horizontal_bars("ops", f"top {len(rows)} ops by {what}", rows, what)
+
+
+def spread_plot(m: Model) -> Plot | None:
+    """The steps' wall times and, on a GPU trace, each top kernel's time per step: mean vs median."""
+    series = []
+    if len(m.step_rows) >= 2:
+        series.append(("steps (wall)", "ProfilerStep wall time", [r["wall_us"] for r in m.step_rows]))
+    for k in m.kernels[:6]:
+        calls = k.get("per_step_calls") or []
+        if sum(1 for c in calls if c) >= 2:
+            series.append((trace_names.short_name(k["name"], 40), k["name"],
+                           [t for t, c in zip(k["per_step_us"], calls) if c]))
+    if not series:
+        return None
+    return spread("spread", "per-step times against their median: one slow step pulls the mean (dashed) away "
+                  "from the median", series)
+
+
+def _header(m: Model) -> str:
+    from common.report.render import header_lines, headline_lines
+
+    lines = [_plain(x) for x in header_lines(m)]
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:] + [_plain(x) for x in headline_lines(m)])
+    return f'<h1>Trace report</h1><div class="path">{html.escape(lines[0])}</div><ul class="numbers">{items}</ul>'
+
+
+def _steps_table(m: Model) -> str:
+    rows = []
+    for r in m.step_rows:
+        row = [r["name"], fmt_us(r["wall_us"]), f"{r['ops']:,}"]
+        if m.has_gpu:
+            row += [f"{r['kernels']:,}", fmt_us(r["device_us"]), f"{r['gpu_busy_pct']:.1f}%"]
+        rows.append(row)
+    head = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else [])
+    return "<h2>Steps</h2>" + _table(head, rows)
+
+
+def _phases_table(m: Model) -> str:
+    """The per-annotation table: what one call of each annotated phase costs and dispatches."""
+    if not m.phases:
+        return ""
+    rows = []
+    for p in m.phases:
+        row = [p.name, f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        if m.has_gpu:
+            row += [f"{p.kernels_per_call:,.0f}", fmt_us(p.device_us_per_call),
+                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+        rows.append(row)
+    head = ["annotation", "calls", "mean wall", "ops per call"] + (
+        ["kernels per call", "device time per call", "GPU busy"] if m.has_gpu else [])
+    return "<h2>Annotations (per call)</h2>" + _table(head, rows)
+
+
+def findings_html(findings: list[Finding]) -> str:
+    out = [f"<h2>Findings ({len(findings)})</h2>"]
+    for f in findings:
+        evidence = html.escape(json.dumps(f.evidence, indent=1, default=str))
+        hint = f'<div class="hint">→ {html.escape(f.hint)}</div>' if f.hint else ""
+        out.append(f'<div class="finding" id="finding-{html.escape(f.rule)}"><span class="{f.level}"><b>'
+                   f"{html.escape(f.rule)}</b></span>: {html.escape(f.message)}{hint}"
+                   f"<details><summary>evidence</summary><pre>{evidence}</pre></details></div>")
+    return "\n".join(out)
+
+
+def render_html(m: Model, findings: list[Finding], extra_sections: list[str] = ()) -> str:
+    """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings."""
+    plots = [breakdown_plot(m), *gpu_plots(m), ops_plot(m), spread_plot(m)]
+    parts = [_header(m)] + [_figure(p) for p in plots if p is not None]
+    parts += [_steps_table(m), _phases_table(m), *extra_sections, findings_html(findings)]
+    parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in m.notes]
+    return _page(f"Trace report: {m.path}", parts)
+
+
+# ----------------------------------------------------------------------------- two traces
+
+
+def render_compare_html(c: dict) -> str:
+    """``--compare A B`` as a page: per-step CPU and device time side by side, the kernels."""
+    steps = c["steps"]
+    cpu = grouped_steps("compare-cpu", "CPU (wall) time per step, A vs B",
+                        [s["a_cpu_us"] for s in steps if s["a_cpu_us"] is not None],
+                        [s["b_cpu_us"] for s in steps if s["b_cpu_us"] is not None], "wall time")
+    parts = [f'<h1>Compare</h1><div class="path">A = {html.escape(str(c["a"]))}<br>B = {html.escape(str(c["b"]))}'
+             "</div>", _figure(cpu)]
+    if c["summary"]["device"] is not None:
+        parts.append(_figure(grouped_steps("compare-device", "device time per step, A vs B",
+                                           [s["a_device_us"] or 0.0 for s in steps if s["a_device_us"] is not None],
+                                           [s["b_device_us"] or 0.0 for s in steps if s["b_device_us"] is not None],
+                                           "device time")))
+    from common.report.compare import _verdict
+
+    verdicts = [v for v in (_verdict("CPU", c["summary"]["cpu"]), _verdict("device", c["summary"]["device"])) if v]
+    parts += [f"<p>{html.escape(v)}</p>" for v in verdicts]
+    k = c["kernels"]
+    rows = [["both", trace_names.short_name(r["name"], 70), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
+             f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"] for r in k["both"]]
+    rows += [["only A", trace_names.short_name(r["name"], 70), fmt_us(r["total_us"]), "-", "gone"] for r in k["only_a"]]
+    rows += [["only B", trace_names.short_name(r["name"], 70), "-", fmt_us(r["total_us"]), "new"] for r in k["only_b"]]
+    parts.append("<h2>Kernels</h2>" + (_table(["", "kernel", "A per step", "B per step", "change"], rows, 2)
+                                       if rows else "<p>none in either trace (no device lane)</p>"))
+    o = c["ops"]
+    for what, key in (("Ops only in A (vanished in B)", "vanished"), ("Ops only in B (appeared)", "appeared")):
+        parts.append(f"<h2>{what}</h2>" + (_table(["op", "calls"], [[r["name"], str(r["calls"])] for r in o[key]])
+                                           if o[key] else "<p>none</p>"))
+    return _page("Compare two traces", parts)

@@ -1,0 +1,145 @@
+"""Plots for the HTML page: matplotlib figures rendered to inline SVG (no JavaScript, no network).
+
+Each function takes plain numbers (already computed by the model) and returns a :class:`Plot`:
+the SVG text and the numbers it draws, which the page also writes into a ``data-plot`` attribute
+so that a program (or a test) can read what a picture shows. Bars carry ``<title>`` elements, so a
+browser shows the full name of a kernel or op on hover.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from dataclasses import dataclass, field
+
+WIDTH_IN = 7.5  # inches at 96 dpi: about 720 px, a laptop screen's column
+BAR_COLORS = {
+    "kernel": "#4C72B0", "memcpy": "#DD8452", "memset": "#937860", "runtime": "#C44E52",
+    "dataloader": "#8172B3", "cpu_exec": "#55A868", "other": "#BBBBBB",
+    "compute": "#4C72B0", "dispatch": "#C44E52", "A": "#4C72B0", "B": "#DD8452",
+}
+
+
+@dataclass
+class Plot:
+    id: str
+    title: str
+    svg: str
+    data: dict = field(default_factory=dict)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+                         "axes.spines.right": False, "svg.hashsalt": "common.report"})
+    return plt
+
+
+def _svg(fig, titles: dict[str, str]) -> str:
+    """The figure as an inline SVG that scales to its container, with hover titles on named bars."""
+    plt = _pyplot()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r'(<svg[^>]*?) width="[\d.]+pt" height="[\d.]+pt"', r'\1 width="100%"', svg, count=1)
+    for gid, text in titles.items():
+        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html.escape(text)}</title>', 1)
+    return svg
+
+
+def _ms_or_us(values: list[float]) -> tuple[float, str]:
+    top = max(values, default=0.0)
+    return (1e3, "ms") if top >= 2e3 else (1.0, "µs")
+
+
+def stacked_steps(plot_id: str, title: str, steps: list[str], parts: dict[str, list[float]]) -> Plot:
+    """One bar per step, stacked by part (the breakdown's categories, or compute vs dispatch)."""
+    plt = _pyplot()
+    totals = [sum(vals[i] for vals in parts.values()) for i in range(len(steps))]
+    scale, unit = _ms_or_us(totals)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
+    bottom = [0.0] * len(steps)
+    for name, vals in parts.items():
+        if not any(vals):
+            continue
+        ax.bar(steps, [v / scale for v in vals], bottom=bottom, label=name, color=BAR_COLORS.get(name))
+        bottom = [b + v / scale for b, v in zip(bottom, vals)]
+    ax.set_ylabel(f"time per step ({unit})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    data = dict(steps=steps, parts=parts, totals_us=totals)
+    return Plot(plot_id, title, _svg(fig, {}), data)
+
+
+def horizontal_bars(plot_id: str, title: str, rows: list[tuple[str, str, float]], xlabel: str) -> Plot:
+    """Named bars, longest on top: ``rows`` of (short label, full name for the hover, µs)."""
+    plt = _pyplot()
+    rows = rows[::-1]
+    scale, unit = _ms_or_us([r[2] for r in rows])
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.32 * len(rows) + 0.8))
+    # numeric positions: two kernels may share a short name, and each keeps its own bar
+    bars = ax.barh(range(len(rows)), [r[2] / scale for r in rows], color="#4C72B0")
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    titles = {}
+    for i, (bar, row) in enumerate(zip(bars, rows)):
+        bar.set_gid(f"{plot_id}-bar-{i}")
+        titles[f"{plot_id}-bar-{i}"] = f"{row[1]}: {row[2]:,.1f} µs"
+    ax.set_xlabel(f"{xlabel} ({unit})")
+    data = dict(labels=[r[0] for r in rows[::-1]], names=[r[1] for r in rows[::-1]],
+                values_us=[r[2] for r in rows[::-1]])
+    return Plot(plot_id, title, _svg(fig, titles), data)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def spread(plot_id: str, title: str, series: list[tuple[str, str, list[float]]]) -> Plot:
+    """Per-step values of a few series (the steps' wall times, a kernel's time in each step), each
+    relative to its own median so that series of any size share one axis; the mean of each is the
+    dashed mark: far from 1.0 when one step is an outlier (the spread the posts warn about)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(series) + 0.9))
+    data, titles = [], {}
+    for row, (label, full, vals) in enumerate(series):
+        median = _median(vals)
+        mean = sum(vals) / len(vals)
+        rel = [v / median if median > 0 else 0.0 for v in vals]
+        dots = ax.scatter(rel, [row] * len(rel), s=18, color="#4C72B0", zorder=3)
+        dots.set_gid(f"{plot_id}-row-{row}")
+        titles[f"{plot_id}-row-{row}"] = (f"{full}: median {median:,.1f} µs, mean {mean:,.1f} µs, per step "
+                                          + ", ".join(f"{v:,.1f}" for v in vals))
+        ax.plot([mean / median] * 2 if median > 0 else [0, 0], [row - 0.3, row + 0.3], "--", color="#C44E52",
+                label="mean" if row == 0 else None)
+        data.append(dict(label=label, name=full, values_us=vals, mean_us=mean, median_us=median))
+    ax.axvline(1.0, color="#55A868", linewidth=1, label="median")
+    if max((v / d["median_us"] for d in data for v in d["values_us"] if d["median_us"] > 0), default=1.0) > 20:
+        ax.set_xscale("log")  # a cold first step 100x the others: keep the others readable
+    ax.set_yticks(range(len(series)), [s[0] for s in series])
+    ax.set_xlabel("time in each step / its median")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return Plot(plot_id, title, _svg(fig, titles), dict(series=data))
+
+
+def grouped_steps(plot_id: str, title: str, a: list[float], b: list[float], ylabel: str) -> Plot:
+    """Two runs' per-step values side by side (A and B), step by step in order."""
+    plt = _pyplot()
+    n = max(len(a), len(b))
+    scale, unit = _ms_or_us(a + b)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.4))
+    xs = list(range(1, n + 1))
+    ax.bar([x - 0.2 for x in xs[:len(a)]], [v / scale for v in a], width=0.4, label="A", color=BAR_COLORS["A"])
+    ax.bar([x + 0.2 for x in xs[:len(b)]], [v / scale for v in b], width=0.4, label="B", color=BAR_COLORS["B"])
+    ax.set_xticks(xs)
+    ax.set_xlabel("step (in order)")
+    ax.set_ylabel(f"{ylabel} ({unit})")
+    ax.legend(frameon=False)
+    return Plot(plot_id, title, _svg(fig, {}), dict(a_us=a, b_us=b))
