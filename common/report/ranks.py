@@ -397,8 +397,8 @@ def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None 
 
 def to_json(job: JobReport) -> dict:
     """The ``ranks`` section of the report's JSON (keys documented in the README)."""
-    from common.report.render import _clean
+    from common.report.units import json_ready
 
     out = asdict(job)
     out["median_step_us"] = job.median_step_us
-    return _clean(out)
+    return json_ready(out)
