@@ -62,7 +62,8 @@ REFUSED = {
     "/dev/zero": (lambda d: Path("/dev/zero"), [], "not a regular file"),
     "/dev/urandom": (lambda d: Path("/dev/urandom"), [], "not a regular file"),
     "a FIFO with no writer": (lambda d: _fifo(d / "fifo.json"), [], "not a regular file"),
-    "a folder": (lambda d: d, [], "is a directory"),
+    # one folder is a job (every rank's trace in it); --compare wants two trace files
+    "a folder without traces": (lambda d: d, [], ("no traces (.json or .json.gz) in this folder", "is a directory")),
     "over --max-size": (lambda d: write_trace(d / "x.json", GOOD), ["--max-size", "64"], "the limit"),
     "a gzip bomb over --max-size": (lambda d: _bytes(d / "b.json.gz", gzip.compress(b" " * (64 << 20))),
                                     ["--max-size", "1M"], "once decompressed, the limit"),
@@ -73,11 +74,15 @@ REFUSED = {
 def test_refused_with_one_line(tmp_path, name):
     make, extra, words = REFUSED[name]
     path = make(tmp_path)
-    for args in ([path, *extra], ["--compare", path, path, *extra]):
+    for mode, args in enumerate(([path, *extra], ["--compare", path, path, *extra])):
+        if isinstance(words, tuple):
+            words_here = words[mode]
+        else:
+            words_here = words
         proc = run_module("common.report", *args, timeout=60)  # a FIFO or /dev/zero must not hang
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
-        assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], proc.stderr[-2000:]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and words_here in lines[0], proc.stderr[-2000:]
         assert len(lines[0]) < 400  # a long path is shortened, not echoed whole
 
 

@@ -105,11 +105,20 @@ class RankFile:
 def job_inputs(inputs: list[str]) -> Optional[list[Path]]:
     """The trace files of a job when ``inputs`` name one (a folder, or several ``..._rank<k>``
     traces); None when they are ordinary traces for the one-trace report."""
-    if len(inputs) == 1 and Path(inputs[0]).is_dir():
+    if len(inputs) == 1 and _is_folder(inputs[0]):
         return traces_in_folder(Path(inputs[0]))
     if len(inputs) >= 2 and all(RANK_IN_NAME.search(_stem(Path(p).name)) for p in inputs):
         return [Path(p) for p in inputs]
     return None
+
+
+def _is_folder(path: str) -> bool:
+    """A folder we can look into; any other path (too long, missing, a device) is the one-trace
+    reader's to refuse in its own words."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
 
 
 def traces_in_folder(folder: Path) -> list[Path]:
