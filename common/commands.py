@@ -14,11 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]  # the project (the package is installed from here)
 
 
-def display_path(path: os.PathLike | str) -> str:
-    """``path`` relative to the current folder when that is shorter, else absolute."""
+def display_path(path: os.PathLike | str, start: os.PathLike | str | None = None) -> str:
+    """``path`` relative to the current folder (or ``start``) when that is shorter, else absolute."""
     absolute = Path(path).resolve()
     try:
-        relative = os.path.relpath(absolute)
+        relative = os.path.relpath(absolute, start if start is not None else os.curdir)
     except ValueError:  # another drive (Windows)
         return str(absolute)
     return relative if len(relative) <= len(str(absolute)) else str(absolute)

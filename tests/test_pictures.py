@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from common.commands import display_path  # paths as the commands print them (run from REPO)
+
 from common.paths import parse_tag
 from common.report import analyze
 from common.report.render import to_json
@@ -79,23 +81,23 @@ def test_page_for_a_cpu_lesson_run(runs):
     parts = page.figures["breakdown"]["parts"]
     assert set(parts) == {"compute", "dispatch"}  # the CPU-only form
     walls = [s["wall_us"] for s in report["steps"]]
-    assert [round(t, 1) for t in page.figures["breakdown"]["totals_us"]] == [round(w, 1) for w in walls]
+    assert page.figures["breakdown"]["totals_us"] == pytest.approx(walls, abs=0.01)
     ops = page.figures["ops"]
     top = max((o for o in report["ops"] if o["kind"] == "op"), key=lambda o: o["self_cpu_us"])
-    assert ops["names"][0] == top["name"] and round(ops["values_us"][0], 1) == round(top["self_cpu_us"], 1)
+    assert ops["names"][0] == top["name"] and ops["values_us"][0] == pytest.approx(top["self_cpu_us"], abs=0.01)
     assert page.figures["spread"]["series"][0]["values_us"] == pytest.approx(walls, abs=1e-3)
     for f in report["findings"]:
         assert f'id="finding-{f["rule"]}"' in text
     assert "<h2>Annotations (per call)</h2>" in text and "<td>matmul_add</td><td class=\"num\">5</td>" in text
     assert parse_tag(html_path.name).variant("sched") == "0-0-5"
-    assert f"wrote {html_path}" in run.stdout.replace("\n", "")
+    assert f"wrote {display_path(html_path, start=REPO)}" in run.stdout.replace("\n", "")
 
 
 def test_page_for_the_gpu_sample_trace(tmp_path):
     out = tmp_path / "resnet.html"
     proc = cli(RESNET, "--html", out, "--short")
     assert proc.returncode == 0, proc.stderr
-    assert f"wrote {out}" in proc.stderr
+    assert f"wrote {display_path(out, start=REPO)}" in proc.stderr
     text = out.read_text()
     page = Page(text)
     assert_offline(text, page)

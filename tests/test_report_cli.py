@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from common.commands import display_path  # paths as the commands print them (run from REPO)
+
 from conftest import DATA_TRACES, REPO, event, module_command, report_json, run_module, write_trace
 
 MI250 = DATA_TRACES / "hta" / "mi250_rocm_minitoy.json.gz"
@@ -50,7 +52,7 @@ def test_output_file_says_what_it_wrote(small, tmp_path):
     out = tmp_path / "report.json"
     proc = report("--json", small, "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"wrote {out}") and "of JSON)" in proc.stdout
+    assert proc.stdout.startswith(f"wrote {display_path(out, start=REPO)}") and "of JSON)" in proc.stdout
     assert json.loads(out.read_text())["schema"] == "common.report/1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "small.json"]  # no temporary file left
     proc = report("--json", small, "--output", "-")

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
+from common.commands import display_path  # paths as the commands print them (run from REPO)
+
 from common.report import analyze, print_short_report
-from conftest import report_json, run_module, trace_of
+from conftest import REPO, report_json, run_module, trace_of
 
 GPU_RULES = ("occupancy_query", "hidden_dtod_copy", "kernel_gap", "kernel_time_spread", "activity_buffer_request",
              "long_final_sync", "hotspot_kernel", "gemm_kernels")
@@ -22,7 +24,7 @@ def test_scripts_end_with_the_short_report(runs):
     for key in ("01_default", "02_eager", "03_compile"):
         out = runs[key].stdout
         assert "what the trace says" in out and "no_device_lane" in out, out
-        assert f"uv run -m common.report {trace_of(runs[key])}" in out.replace("\n", "")
+        assert f"uv run -m common.report {display_path(trace_of(runs[key]), start=REPO)}" in out.replace("\n", "")
 
 
 def test_cpu_matmul_add_report(runs):
