@@ -84,7 +84,7 @@ def used_gpus(m: Model) -> list:
     meta = meta_of(m)["gpus"]
     if not m.has_gpu:
         return []
-    ids = set(m.dev["device"].tolist())
+    ids = set(m.dev.device.tolist())
     used = [g for g in meta if g["id"] in ids]
     return used or meta[:1]
 
