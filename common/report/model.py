@@ -27,6 +27,7 @@ from common.report.cpu_work import CpuWork
 from common.report.inputs import shorten
 from common.report.lanes import CpuLane, DeviceLane
 from common.report.load import Loaded
+from common.report.numbers import Numbers
 from common.report.plausible import drop_impossible, sane_device_properties
 
 # CPU event kinds (``m.cpu.kind``)
@@ -71,7 +72,7 @@ class Model:
     gpu_annotations: list  # (name, start, dur)
     overheads: list  # (name, start, dur, pid, tid)
     devices: dict  # device id -> deviceProperties entry
-    numbers: dict = field(default_factory=dict)  # every headline number
+    numbers: Optional[Numbers] = None  # every headline number (from :func:`common.report.tables.fill_tables`)
     step_rows: list = field(default_factory=list)
     breakdown: dict = field(default_factory=dict)
     categories: list = field(default_factory=list)

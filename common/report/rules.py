@@ -212,9 +212,9 @@ def overhead_bound(m: Model):
     ops' own work is a small share of each step, the dispatch around them the rest."""
     if not m.has_gpu:
         return _cpu_overhead_bound(m)
-    cpu = m.numbers["cpu"]["self_cpu_total_us"]
-    dev = m.numbers["device"]["self_device_total_us"]
-    busy = m.numbers["gpu"]["busy_pct_of_window"]
+    cpu = m.numbers.cpu.self_cpu_total_us
+    dev = m.numbers.device.self_device_total_us
+    busy = m.numbers.gpu.busy_pct_of_window
     if cpu <= 0 or dev >= 0.5 * cpu or busy >= 50:
         return None
     return Finding("overhead_bound", f"overhead-bound: Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)} "
@@ -231,9 +231,9 @@ def compute_bound(m: Model):
     nearly all of each step is the compute ops' own work."""
     if not m.has_gpu:
         return _cpu_compute_bound(m)
-    cpu = m.numbers["cpu"]["self_cpu_total_us"]
-    dev = m.numbers["device"]["self_device_total_us"]
-    busy = m.numbers["gpu"]["busy_pct_of_window"]
+    cpu = m.numbers.cpu.self_cpu_total_us
+    dev = m.numbers.device.self_device_total_us
+    busy = m.numbers.gpu.busy_pct_of_window
     if busy < 70 and not (cpu > 0 and dev >= cpu and busy >= 50):
         return None
     top = m.kernels[0] if m.kernels else None
@@ -563,7 +563,7 @@ def long_final_sync(m: Model):
     busy = float(gpu.covered(a, a + d)) if len(gpu) else 0.0
     if busy > 0.5 * d:
         return None
-    total = m.numbers["gpu"]["busy_in_window_us"] or 0.0
+    total = m.numbers.gpu.busy_in_window_us or 0.0
     return Finding("long_final_sync", f"long final {m.names[cpu.name[i]]}: {fmt_us(d)} while the GPU is busy "
                    f"{fmt_us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {fmt_us(total)}",
                    "the profiler flushing at the end of the window, not a real cost; a sync this long over so little "

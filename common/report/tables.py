@@ -20,6 +20,8 @@ from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
+from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
+                                   Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
 KERNEL_DETAIL_ROWS = 200  # per-kernel detail (registers, per-step times, decoded name) for the top kernels
@@ -33,9 +35,9 @@ def fill_tables(m: Model) -> None:
     m.aligned_steps = align_steps(m)
     per_step = step_breakdown(m, m.aligned_steps)
     figures = device_figures(m, m.aligned_steps)
-    m.numbers = dict(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
-                     window=window_numbers(m), tensorboard=tensorboard_numbers(m.aligned_steps, figures),
-                     efficiency=efficiency_numbers(m, figures))
+    m.numbers = Numbers(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
+                        window=window_numbers(m), tensorboard=tensorboard_numbers(m.aligned_steps, figures),
+                        efficiency=efficiency_numbers(m, figures))
     m.breakdown = {k: float(v.sum()) for k, v in per_step.items()}
     m.breakdown["total"] = float(m.aligned_steps.durations.sum())
     m.step_rows = step_rows(m, per_step, gpu_union)
@@ -59,15 +61,14 @@ def _gpu_union(m: Model) -> Intervals:
     return Intervals(m.dev.ts, m.dev.end) if m.has_gpu else Intervals.empty()
 
 
-def gpu_numbers(m: Model, gpu_union: Intervals) -> dict:
+def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
     """GPU busy/idle on HolisticTraceAnalysis's definition (over the GPU span), and busy in the window."""
     dev = m.dev
     counts = dict(kernels=int((dev.kind == KERNEL).sum()), memcpys=int((dev.kind == MEMCPY).sum()),
                   memsets=int((dev.kind == MEMSET).sum()), launches_correlated=int((dev.launch >= 0).sum()),
                   streams=len({(d, s) for d, s in zip(dev.device.tolist(), dev.stream)}))
     if not m.has_gpu:
-        return dict(dict.fromkeys(("busy_us", "span_us", "idle_us", "idle_pct", "busy_pct", "compute_us",
-                                   "communication_us", "busy_in_window_us", "busy_pct_of_window")), **counts)
+        return GpuNumbers(**dict.fromkeys(GPU_TIME_FIELDS), **counts)
     communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \
         (dev.kind == KERNEL)
     compute = (dev.kind == KERNEL) & ~communication
@@ -75,7 +76,7 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> dict:
     span = float(dev.end.max() - dev.ts.min())
     w0, w1 = m.window
     in_window = gpu_union.covered(w0, w1)
-    return dict(
+    return GpuNumbers(
         busy_us=busy, span_us=span, idle_us=span - busy,
         idle_pct=100.0 * (span - busy) / span if span > 0 else 0.0,
         busy_pct=100.0 * busy / span if span > 0 else 0.0,
@@ -85,69 +86,67 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> dict:
         **counts)
 
 
-def cpu_numbers(m: Model) -> dict:
+def cpu_numbers(m: Model) -> CpuNumbers:
     """The profiler table's Self CPU time total (the window's CPU events), and counts."""
     cpu = m.cpu
     w0, w1 = m.window
     in_window = (cpu.ts >= w0) & (cpu.ts <= w1)
-    return dict(self_cpu_total_us=float(cpu.self_us[in_window].sum()), events=int(cpu.n),
-                ops=int((cpu.kind == OP).sum()), runtime_calls=int((cpu.kind == RUNTIME).sum()),
-                threads=len(cpu.threads))
+    return CpuNumbers(self_cpu_total_us=float(cpu.self_us[in_window].sum()), events=int(cpu.n),
+                      ops=int((cpu.kind == OP).sum()), runtime_calls=int((cpu.kind == RUNTIME).sum()),
+                      threads=len(cpu.threads))
 
 
-def device_numbers(m: Model) -> dict:
+def device_numbers(m: Model) -> DeviceNumbers:
     """The profiler table's Self CUDA time total; null (not 0) on a CPU-only trace."""
     dev = m.dev
     if not m.has_gpu:
-        return dict.fromkeys(("self_device_total_us", "self_device_in_steps_us", "kernel_total_us",
-                              "device_to_cpu_ratio"))
+        return DeviceNumbers()
     total = float(dev.dur.sum())
     self_cpu = float(m.cpu.self_us[(m.cpu.ts >= m.window[0]) & (m.cpu.ts <= m.window[1])].sum())
-    return dict(self_device_total_us=total, self_device_in_steps_us=float(dev.dur[dev.step >= 0].sum()),
-                kernel_total_us=float(dev.dur[dev.kind == KERNEL].sum()),
-                device_to_cpu_ratio=total / self_cpu if self_cpu > 0 else None)
+    return DeviceNumbers(self_device_total_us=total, self_device_in_steps_us=float(dev.dur[dev.step >= 0].sum()),
+                         kernel_total_us=float(dev.dur[dev.kind == KERNEL].sum()),
+                         device_to_cpu_ratio=total / self_cpu if self_cpu > 0 else None)
 
 
-def window_numbers(m: Model) -> dict:
+def window_numbers(m: Model) -> WindowNumbers:
     w0, w1 = m.window
-    return dict(start_us=w0, end_us=w1, wall_us=w1 - w0, source=m.window_source)
+    return WindowNumbers(start_us=w0, end_us=w1, wall_us=w1 - w0, source=m.window_source)
 
 
 # ----------------------------------------------------------------------------- TensorBoard's figures
 
 
-def tensorboard_numbers(steps: AlignedSteps, figures: list[DeviceFigures]) -> dict:
+def tensorboard_numbers(steps: AlignedSteps, figures: list[DeviceFigures]) -> TensorBoardNumbers:
     """The steps TensorBoard reads (device-aligned when they launched GPU work) and its figures per device."""
     start, end = steps.span
-    return dict(steps="device-aligned" if steps.moved else "host", start_us=start, end_us=end, wall_us=end - start,
-                steps_kept=steps.kept, steps_dropped=list(steps.dropped), devices=[asdict(f) for f in figures])
+    return TensorBoardNumbers(steps="device-aligned" if steps.moved else "host", start_us=start, end_us=end,
+                              wall_us=end - start, steps_kept=steps.kept, steps_dropped=list(steps.dropped),
+                              devices=[asdict(f) for f in figures])
 
 
-def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> dict:
+def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumbers:
     """TensorBoard's GPU utilization, Est. SM efficiency and occupancy (the device with the most kernel
     time first in ``figures``), and the kernel-time-weighted figures over every kernel."""
     main = figures[0] if figures else None
-    out = dict(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
-               est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
-               est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None,
-               kernel_weighted_sm_efficiency_pct=None, mean_blocks_per_sm=None, tensor_core_pct=None,
-               kernels_with_launch_args=0)
+    out = EfficiencyNumbers(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
+                            est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
+                            est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None)
     kernels = np.flatnonzero(m.dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
     if not kernels.size:
         return out
     dur = m.dev.dur[kernels]
     blocks_per_sm = m.blocks_per_sm()[kernels]
     known = np.isfinite(blocks_per_sm)
-    out["kernels_with_launch_args"] = int(known.sum())
+    out.kernels_with_launch_args = int(known.sum())
     if known.any() and dur[known].sum() > 0:
         weight = dur[known].sum()
-        out["kernel_weighted_sm_efficiency_pct"] = 100.0 * float((np.minimum(blocks_per_sm[known], 1.0)
-                                                                   * dur[known]).sum() / weight)
-        out["mean_blocks_per_sm"] = float((blocks_per_sm[known] * dur[known]).sum() / weight)
+        weighted = (np.minimum(blocks_per_sm[known], 1.0) * dur[known]).sum()
+        out.kernel_weighted_sm_efficiency_pct = 100.0 * float(weighted / weight)
+        out.mean_blocks_per_sm = float((blocks_per_sm[known] * dur[known]).sum() / weight)
     total = float(dur.sum())
     if total > 0:
         tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
-        out["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
+        out.tensor_core_pct = 100.0 * float(dur[tensor_cores].sum()) / total
     return out
 
 
