@@ -240,9 +240,9 @@ def test_overlap_agrees_with_hta_oracle():
         assert abs(hta_overlap_pct(m) - hta) < 1.0, name
     # HTA leaves the last profiled step out: with it, nccl kernels against every other kernel give 46.24
     m = analyze(DATA_TRACES / "hta" / "a100_rank3.json.gz")
-    kernel = m.dev["kind"] == KERNEL
-    comm = kernel & m.name_mask(lambda s: s.startswith("nccl"))[m.dev["name"]]
-    u = lambda sel: Intervals(m.dev["ts"][sel], m.dev["end"][sel])  # noqa: E731
+    kernel = m.dev.kind == KERNEL
+    comm = kernel & m.name_mask(lambda s: s.startswith("nccl"))[m.dev.name]
+    u = lambda sel: Intervals(m.dev.ts[sel], m.dev.end[sel])  # noqa: E731
     plain = 100 * intersection(u(kernel & ~comm), u(comm)).total / u(comm).total
     assert abs(plain - 46.24) < 0.01
 

@@ -38,19 +38,19 @@ def real(name: str):
 ])
 def test_busy_idle_agree_with_hta(name, span, idle, idle_pct, compute):
     m, _ = real(name)
-    g = m.numbers["gpu"]
-    assert abs(g["idle_pct"] - idle_pct) < 1.0  # the brief: within 1 percentage point
-    assert abs(g["span_us"] - span) <= 1 and abs(g["idle_us"] - idle) <= 1  # in fact exact
-    assert abs(g["busy_pct"] - (100 - idle_pct)) < 1.0
+    g = m.numbers.gpu
+    assert abs(g.idle_pct - idle_pct) < 1.0  # the brief: within 1 percentage point
+    assert abs(g.span_us - span) <= 1 and abs(g.idle_us - idle) <= 1  # in fact exact
+    assert abs(g.busy_pct - (100 - idle_pct)) < 1.0
     if compute is not None:
-        assert abs(g["compute_us"] - compute) <= 1
+        assert abs(g.compute_us - compute) <= 1
 
 
 def test_v100_ddp_numbers_and_top_kernels():
     m, findings = real("hta/v100_ddp_rank1.json.gz")
     assert [s.number for s in m.steps] == [2, 3, 4, 5, 6]
-    assert m.numbers["gpu"]["kernels"] == 19_370
-    assert m.numbers["gpu"]["launches_correlated"] == 22_290
+    assert m.numbers.gpu.kernels == 19_370
+    assert m.numbers.gpu.launches_correlated == 22_290
     top = {k["name"]: k for k in m.kernels[:5]}
     nccl = top["ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"]
     assert nccl["calls"] == 2_020 and abs(nccl["total_us"] - 357_343) <= 1
@@ -75,11 +75,11 @@ def test_v100_ddp_numbers_and_top_kernels():
 def test_resnet_launch_args_give_tensorboard_estimates():
     m, findings = real("kineto/v100_resnet50_train.json.gz")
     assert [s.number for s in m.steps] == [5, 6, 7, 8, 9, 10]
-    assert m.numbers["gpu"]["kernels"] == 8_772
-    e = m.numbers["efficiency"]
-    assert e["kernels_with_launch_args"] == 8_772
-    assert round(e["mean_blocks_per_sm"], 2) == 121.91
-    assert round(e["kernel_weighted_sm_efficiency_pct"], 2) == 98.50  # per kernel time: not TensorBoard's figure
+    assert m.numbers.gpu.kernels == 8_772
+    e = m.numbers.efficiency
+    assert e.kernels_with_launch_args == 8_772
+    assert round(e.mean_blocks_per_sm, 2) == 121.91
+    assert round(e.kernel_weighted_sm_efficiency_pct, 2) == 98.50  # per kernel time: not TensorBoard's figure
     k = m.kernels[0]
     assert "cudnn" in k["name"] and k["category"] == "cudnn" and round(k["est_achieved_occupancy_pct"], 2) == 29.97
     assert round(m.breakdown["dataloader"]) == 355_571  # enumerate(DataLoader) in the old Operator category
@@ -88,7 +88,7 @@ def test_resnet_launch_args_give_tensorboard_estimates():
 def test_a100_rank3_steps_and_streams():
     m, _ = real("hta/a100_rank3.json.gz")
     assert [s.number for s in m.steps] == list(range(1009, 1015))
-    assert m.numbers["gpu"]["streams"] >= 3
+    assert m.numbers.gpu.streams >= 3
 
 
 def test_cpu_only_trace_says_no_device_lane():
@@ -104,13 +104,13 @@ def test_no_steps_trace_is_one_window():
     assert m.window_source == "all events" and len(m.steps) == 1
     assert "no ProfilerStep" in rules_of(findings)["no_steps"].message
     assert not any("ProfilerStep" in n for n in m.notes)  # said once, by the finding
-    assert m.numbers["gpu"]["kernels"] == 79
+    assert m.numbers.gpu.kernels == 79
 
 
 def test_rocm_trace_reads():
     m, findings = real("hta/mi250_rocm_minitoy.json.gz")
     assert [s.number for s in m.steps] == [1, 2]  # the GPU-lane ProfilerStep#1 is not a step
-    assert m.numbers["gpu"]["kernels"] == 14 and m.numbers["gpu"]["launches_correlated"] == 16
+    assert m.numbers.gpu.kernels == 14 and m.numbers.gpu.launches_correlated == 16
     assert any(k["category"] == "gemm" for k in m.kernels)  # rocBLAS Cijk_ kernels
 
 
@@ -215,7 +215,7 @@ def test_synthetic_basics(tmp_path):
     m, f = analyze(gpu_trace(tmp_path))
     r = rules_of(f)
     assert [s.number for s in m.steps] == [2, 3, 4]
-    assert m.numbers["gpu"]["kernels"] == 6 and m.numbers["gpu"]["launches_correlated"] == 6
+    assert m.numbers.gpu.kernels == 6 and m.numbers.gpu.launches_correlated == 6
     assert [row["kernels"] for row in m.step_rows] == [2, 2, 2]
     k = {k["name"]: k for k in m.kernels}
     assert k[GEMM]["est_sm_efficiency_pct"] == 100.0 and k[GEMM]["est_achieved_occupancy_pct"] == 12
@@ -329,8 +329,8 @@ def test_old_format_and_float_ts(tmp_path):
     p = tmp_path / "old.json"
     m, f = analyze(write_trace(p, ev))
     assert [s.number for s in m.steps] == [7]
-    assert m.numbers["gpu"]["launches_correlated"] == 1
-    assert m.numbers["gpu"]["busy_us"] == 50.5
+    assert m.numbers.gpu.launches_correlated == 1
+    assert m.numbers.gpu.busy_us == 50.5
     assert any(o["name"] == "aten::add" and o["cpu_total_us"] == 20 for o in m.ops)
     assert m.ops[[o["name"] for o in m.ops].index("aten::mm")]["self_device_us"] == 50.5
 
@@ -350,15 +350,15 @@ def test_repeat_trace_builder(tmp_path):
     src = HTA / "mi250_rocm_minitoy.json.gz"
     m0, f0 = analyze(src)
     m1, f1 = analyze(bench.repeat_trace(src, 1, tmp_path / "x1.json"))
-    assert m1.numbers["gpu"] == m0.numbers["gpu"]
+    assert m1.numbers.gpu == m0.numbers.gpu
     assert [k["total_us"] for k in m1.kernels] == [k["total_us"] for k in m0.kernels]
     assert [s.number for s in m1.steps] == [s.number for s in m0.steps]
     assert sorted(f.rule for f in f1) == sorted(f.rule for f in f0)
     m3, _ = analyze(bench.repeat_trace(src, 3, tmp_path / "x3.json"))
     assert [s.number for s in m3.steps] == [1, 2, 3, 4, 5, 6]
-    assert m3.numbers["gpu"]["kernels"] == 3 * m0.numbers["gpu"]["kernels"]
-    assert m3.numbers["gpu"]["launches_correlated"] == 3 * m0.numbers["gpu"]["launches_correlated"]
-    assert abs(m3.numbers["gpu"]["busy_us"] - 3 * m0.numbers["gpu"]["busy_us"]) < 0.01
+    assert m3.numbers.gpu.kernels == 3 * m0.numbers.gpu.kernels
+    assert m3.numbers.gpu.launches_correlated == 3 * m0.numbers.gpu.launches_correlated
+    assert abs(m3.numbers.gpu.busy_us - 3 * m0.numbers.gpu.busy_us) < 0.01
 
 
 def test_two_process_load_matches_one_process(tmp_path, monkeypatch):

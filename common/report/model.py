@@ -4,7 +4,7 @@
 (:mod:`.plausible`), the host steps and the window, the CPU lane with its call tree, the device
 lane with each event's launch, op and category. Then :mod:`.tables` computes, once, every number
 the rules and renderers read (:func:`common.report.model_of` runs load, model and tables). The
-model holds numpy columns (``m.cpu[...]``, ``m.dev[...]``), so no Python loop runs per event.
+model holds numpy columns (``m.cpu.ts``, ``m.dev.name``: :mod:`.lanes`), so no Python loop runs per event.
 
 Times are microseconds relative to the window's start (``t0``) unless a name says otherwise.
 """
@@ -25,18 +25,20 @@ from common.report import names as trace_names
 from common.report.columns import Columns, Group
 from common.report.cpu_work import CpuWork
 from common.report.inputs import shorten
+from common.report.lanes import CpuLane, DeviceLane
 from common.report.load import Loaded
+from common.report.numbers import Numbers
 from common.report.plausible import drop_impossible, sane_device_properties
 
-# CPU event kinds (``m.cpu["kind"]``)
+# CPU event kinds (``m.cpu.kind``)
 OP, ANNOTATION, RUNTIME, PYTHON = 0, 1, 2, 3
-# device event kinds (``m.dev["kind"]``)
+# device event kinds (``m.dev.kind``)
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 SYNC_NAMES = frozenset({"cudaDeviceSynchronize", "hipDeviceSynchronize"})
 BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
-CATEGORY_CODES = {c: i for i, c in enumerate(trace_names.CATEGORIES)}  # ``m.dev["category"]`` holds these
+CATEGORY_CODES = {c: i for i, c in enumerate(trace_names.CATEGORIES)}  # ``m.dev.category`` holds these
 
 
 @dataclass
@@ -65,16 +67,12 @@ class Model:
     window_source: str  # "ProfilerStep" | "all events"
     steps: list  # list[Step]: the host-side steps (the CPU lane's ProfilerStep#N)
     names: list  # name id -> str
-    # CPU events (sorted by thread, then time), columns: n, kind, ts, dur, end, name, thread, corr, parent,
-    # depth, self, threads, step
-    cpu: dict
-    # device events (kernel/memcpy/memset), columns: n, kind, ts, dur, end, name, corr, device, stream, blocks,
-    # bps, occ, regs, smem, bytes, launch, op, category, step
-    dev: dict
+    cpu: CpuLane  # CPU events (sorted by thread, then time) with their call tree
+    dev: DeviceLane  # device events (kernel/memcpy/memset) with their launch, op and category
     gpu_annotations: list  # (name, start, dur)
     overheads: list  # (name, start, dur, pid, tid)
     devices: dict  # device id -> deviceProperties entry
-    numbers: dict = field(default_factory=dict)  # every headline number
+    numbers: Optional[Numbers] = None  # every headline number (from :func:`common.report.tables.fill_tables`)
     step_rows: list = field(default_factory=list)
     breakdown: dict = field(default_factory=dict)
     categories: list = field(default_factory=list)
@@ -92,7 +90,7 @@ class Model:
 
     @property
     def has_gpu(self) -> bool:
-        return self.dev["n"] > 0
+        return self.dev.n > 0
 
     @property
     def window_us(self) -> float:
@@ -109,14 +107,7 @@ class Model:
 
     def step_of(self, t) -> np.ndarray:
         """Index of the step holding each time ``t`` (relative), -1 outside every step."""
-        t = np.asarray(t, dtype=np.float64)
-        if not self.steps:
-            return np.full(t.shape, -1, dtype=np.int64)
-        starts = np.array([s.start for s in self.steps])
-        ends = np.array([s.end for s in self.steps])
-        i = np.searchsorted(starts, t, side="right") - 1
-        ok = (i >= 0) & (t <= ends[np.maximum(i, 0)])
-        return np.where(ok, i, -1)
+        return step_index(self.steps, t)
 
     def step_label(self, i: int) -> str:
         s = self.steps[i]
@@ -124,11 +115,11 @@ class Model:
 
     def enclosing(self, idx: np.ndarray, want=(OP,)) -> np.ndarray:
         """The innermost ancestor of each CPU event ``idx`` whose kind is in ``want`` (-1 where none)."""
-        return innermost_ancestor(self.cpu["parent"], self.cpu["kind"], self._cpu_depth, idx, want)
+        return innermost_ancestor(self.cpu.parent, self.cpu.kind, self._cpu_depth, idx, want)
 
     @cached_property
     def _cpu_depth(self) -> int:
-        return int(self.cpu["depth"].max(initial=0))
+        return int(self.cpu.depth.max(initial=0))
 
     def blocks_per_sm(self) -> np.ndarray:
         """Per device event: grid blocks over the device's SM count, else the event's "blocks per SM"."""
@@ -137,13 +128,13 @@ class Model:
     @cached_property
     def _blocks_per_sm(self) -> np.ndarray:
         dev = self.dev
-        sms = np.full(dev["n"], np.nan)
+        sms = np.full(dev.n, np.nan)
         sm_of = {d: p["numSms"] for d, p in self.devices.items() if isinstance(p.get("numSms"), int)}
         if sm_of:
             fallback = next(iter(sm_of.values()))
-            for d in np.unique(dev["device"]).tolist():
-                sms[dev["device"] == d] = sm_of.get(d, fallback)
-        return np.where(np.isfinite(dev["blocks"]) & np.isfinite(sms), dev["blocks"] / sms, dev["bps"])
+            for d in np.unique(dev.device).tolist():
+                sms[dev.device == d] = sm_of.get(d, fallback)
+        return np.where(np.isfinite(dev.blocks) & np.isfinite(sms), dev.blocks / sms, dev.bps)
 
 
 def build(loaded: Loaded) -> Model:
@@ -153,8 +144,8 @@ def build(loaded: Loaded) -> Model:
     columns, notes = drop_impossible(loaded.columns)
     loaded.columns = None
     steps, t0, t1, source, step_notes = _host_steps(columns, loaded.path)
-    cpu, tree_notes = _cpu_lane(columns, t0)
-    dev = _device_lane(columns, t0, cpu)
+    cpu, tree_notes = _cpu_lane(columns, t0, steps)
+    dev = _device_lane(columns, t0, cpu, steps)
     names = columns.names
     gpu_annotations = [(n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations]
     overheads = [(n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads]
@@ -170,7 +161,6 @@ def build(loaded: Loaded) -> Model:
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
-    _assign_steps(model)
     _tick("model built")
     return model
 
@@ -220,20 +210,31 @@ def _host_steps(c: Columns, path: str) -> tuple[list[Step], float, float, str, l
     return steps, t0, max(s[2] + s[3] for s in found), "ProfilerStep", notes
 
 
-def _assign_steps(m: Model) -> None:
-    """Each CPU event's step (by its start) and each device event's step (its launch's, else its start's)."""
-    cpu, dev = m.cpu, m.dev
-    cpu["step"] = m.step_of(cpu["ts"])
-    linked = dev["launch"] >= 0
-    when = np.where(linked, cpu["ts"][np.maximum(dev["launch"], 0)], dev["ts"]) if cpu["n"] else dev["ts"]
-    dev["step"] = m.step_of(when) if dev["n"] else np.empty(0, np.int64)
+def step_index(steps: list[Step], t) -> np.ndarray:
+    """Index of the step holding each time ``t`` (relative), -1 outside every step."""
+    t = np.asarray(t, dtype=np.float64)
+    if not steps:
+        return np.full(t.shape, -1, dtype=np.int64)
+    starts = np.array([s.start for s in steps])
+    ends = np.array([s.end for s in steps])
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t <= ends[np.maximum(i, 0)])
+    return np.where(ok, i, -1)
+
+
+def _device_steps(steps: list[Step], ts: np.ndarray, launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
+    """Each device event's step: its launch's (by the launch's start), else its own start's."""
+    if not ts.size:
+        return np.empty(0, np.int64)
+    when = np.where(launch >= 0, cpu.ts[np.maximum(launch, 0)], ts) if cpu.n else ts
+    return step_index(steps, when)
 
 
 # ----------------------------------------------------------------------------- the CPU lane
 
 
-def _cpu_lane(c: Columns, t0: float) -> tuple[dict, list[str]]:
-    """The CPU events sorted by (thread, start, longest first), with their call tree and self times."""
+def _cpu_lane(c: Columns, t0: float, steps: list[Step]) -> tuple[CpuLane, list[str]]:
+    """The CPU events sorted by (thread, start, longest first), with their call tree, self times and steps."""
     rows = c.cpu_rows
     kind = np.array([OP, ANNOTATION, RUNTIME, PYTHON], dtype=np.int8)[c.group[rows]]
     ts, dur, name, thread, corr = c.ts[rows] - t0, c.dur[rows], c.name[rows], c.thread, c.corr
@@ -245,8 +246,9 @@ def _cpu_lane(c: Columns, t0: float) -> tuple[dict, list[str]]:
     children = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=rows.size)
     notes = [f"{cut:,} CPU event(s) ended after the event they start in (a clock glitch): each cut at its "
              "parent's end, so that no thread holds more time than it ran"] if cut else []
-    return dict(n=rows.size, kind=kind, ts=ts, dur=dur, end=end, name=name, thread=thread, corr=corr,
-                parent=parent, depth=depth, self=np.maximum(dur - children, 0.0), threads=c.threads), notes
+    return CpuLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=end, name=name, thread=thread, corr=corr,
+                   parent=parent, depth=depth, self_us=np.maximum(dur - children, 0.0), threads=c.threads,
+                   step=step_index(steps, ts)), notes
 
 
 def _nested_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray):
@@ -315,25 +317,26 @@ def innermost_ancestor(parent: np.ndarray, kind: np.ndarray, max_depth: int, idx
 # ----------------------------------------------------------------------------- the device lane
 
 
-def _device_lane(c: Columns, t0: float, cpu: dict) -> dict:
+def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps: list[Step]) -> DeviceLane:
     """The device events with their launch (the runtime call with their correlation id), the op that
-    launched them (or the annotation, when no op encloses the launch) and their kernel category."""
+    launched them (or the annotation, when no op encloses the launch), their kernel category and step."""
     rows = c.device_rows
     kind = (c.group[rows] - Group.KERNEL).astype(np.int8)
     ts, dur, name = c.ts[rows] - t0, c.dur[rows], c.name[rows]
     launch = _launches(c.dev_corr, cpu)
-    return dict(n=rows.size, kind=kind, ts=ts, dur=dur, end=ts + dur, name=name, corr=c.dev_corr,
-                device=c.dev_device, stream=c.dev_stream, blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
-                occ=c.dev_occupancy, regs=c.dev_registers, smem=c.dev_shared_memory, bytes=c.dev_bytes,
-                launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names))
+    return DeviceLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=ts + dur, name=name, corr=c.dev_corr,
+                      device=c.dev_device, stream=c.dev_stream, blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
+                      occ=c.dev_occupancy, regs=c.dev_registers, smem=c.dev_shared_memory, bytes=c.dev_bytes,
+                      launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names),
+                      step=_device_steps(steps, ts, launch, cpu))
 
 
-def _launches(dev_corr: np.ndarray, cpu: dict) -> np.ndarray:
+def _launches(dev_corr: np.ndarray, cpu: CpuLane) -> np.ndarray:
     """Per device event, the CPU runtime call with the same correlation id (-1: none)."""
     launch = np.full(dev_corr.size, -1, dtype=np.int64)
-    runtime = np.flatnonzero(cpu["kind"] == RUNTIME)
+    runtime = np.flatnonzero(cpu.kind == RUNTIME)
     if dev_corr.size and runtime.size:
-        corr = cpu["corr"][runtime]
+        corr = cpu.corr[runtime]
         order = np.argsort(corr, kind="stable")
         sorted_corr = corr[order]
         pos = np.minimum(np.searchsorted(sorted_corr, dev_corr), sorted_corr.size - 1)
@@ -342,15 +345,15 @@ def _launches(dev_corr: np.ndarray, cpu: dict) -> np.ndarray:
     return launch
 
 
-def _launching_ops(launch: np.ndarray, cpu: dict) -> np.ndarray:
+def _launching_ops(launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
     op = np.full(launch.size, -1, dtype=np.int64)
     linked = launch >= 0
     if linked.any():
-        depth = int(cpu["depth"].max(initial=0))
-        op[linked] = innermost_ancestor(cpu["parent"], cpu["kind"], depth, launch[linked], (OP,))
+        depth = int(cpu.depth.max(initial=0))
+        op[linked] = innermost_ancestor(cpu.parent, cpu.kind, depth, launch[linked], (OP,))
         missing = linked & (op < 0)
         if missing.any():
-            op[missing] = innermost_ancestor(cpu["parent"], cpu["kind"], depth, launch[missing], (ANNOTATION,))
+            op[missing] = innermost_ancestor(cpu.parent, cpu.kind, depth, launch[missing], (ANNOTATION,))
     return op
 
 

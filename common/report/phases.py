@@ -56,15 +56,15 @@ def _subtree_ends(m: Model, idx: np.ndarray) -> np.ndarray:
     time, so the descendants follow it: every later event of its thread that starts before it ends)."""
     cpu = m.cpu
     out = np.empty(idx.size, dtype=np.int64)
-    thread = cpu["thread"]
+    thread = cpu.thread
     bounds = np.flatnonzero(np.diff(thread)) + 1
     seg_start = np.concatenate(([0], bounds))
-    seg_stop = np.concatenate((bounds, [cpu["n"]]))
+    seg_stop = np.concatenate((bounds, [cpu.n]))
     seg_of = np.searchsorted(seg_stop, idx, side="right")
     for s in np.unique(seg_of).tolist():
         sel = seg_of == s
         a, b = int(seg_start[s]), int(seg_stop[s])
-        out[sel] = a + np.searchsorted(cpu["ts"][a:b], cpu["end"][idx[sel]], side="left")
+        out[sel] = a + np.searchsorted(cpu.ts[a:b], cpu.end[idx[sel]], side="left")
     return np.maximum(out, idx + 1)
 
 
@@ -76,23 +76,23 @@ def phase_table(m: Model) -> list[Phase]:
     """Every phase of the window, in the order of their first call."""
     cpu, dev = m.cpu, m.dev
     keep = m.name_mask(_is_phase_name)
-    sel = (cpu["kind"] == ANNOTATION) & keep[cpu["name"]]
+    sel = (cpu.kind == ANNOTATION) & keep[cpu.name]
     if m.window_source == "ProfilerStep":
-        sel &= cpu["step"] >= 0
+        sel &= cpu.step >= 0
     idx = np.flatnonzero(sel)
     if not idx.size:
         return []
     hi = _subtree_ends(m, idx)
-    n = cpu["n"]
-    ops = _prefix(cpu["kind"] == OP)
-    launched = dev["launch"] >= 0
-    kernels = _prefix(np.bincount(dev["launch"][launched & (dev["kind"] == KERNEL)], minlength=n))
-    device = _prefix(np.bincount(dev["launch"][launched], weights=dev["dur"][launched], minlength=n))
+    n = cpu.n
+    ops = _prefix(cpu.kind == OP)
+    launched = dev.launch >= 0
+    kernels = _prefix(np.bincount(dev.launch[launched & (dev.kind == KERNEL)], minlength=n))
+    device = _prefix(np.bincount(dev.launch[launched], weights=dev.dur[launched], minlength=n))
     launching = np.zeros(n, dtype=bool)
-    launching[dev["launch"][launched]] = True
-    launches = _prefix(launching & (cpu["kind"] == RUNTIME))
-    graph = _prefix(m.name_mask(lambda s: s in GRAPH_LAUNCHES)[cpu["name"]] & (cpu["kind"] == RUNTIME))
-    busy = np.asarray(m.intervals["gpu"].covered(cpu["ts"][idx], cpu["end"][idx]), dtype=np.float64) \
+    launching[dev.launch[launched]] = True
+    launches = _prefix(launching & (cpu.kind == RUNTIME))
+    graph = _prefix(m.name_mask(lambda s: s in GRAPH_LAUNCHES)[cpu.name] & (cpu.kind == RUNTIME))
+    busy = np.asarray(m.intervals["gpu"].covered(cpu.ts[idx], cpu.end[idx]), dtype=np.float64) \
         if m.has_gpu else np.zeros(idx.size)
 
     def inside(prefix: np.ndarray) -> np.ndarray:  # per call: the sum over its descendants
@@ -100,15 +100,15 @@ def phase_table(m: Model) -> list[Phase]:
 
     per_call = dict(ops=inside(ops), kernels=inside(kernels), device=inside(device), launches=inside(launches),
                     graph=inside(graph))
-    names = cpu["name"][idx]
+    names = cpu.name[idx]
     rows = []
     for nid in np.unique(names).tolist():
         mine = names == nid
         calls = int(mine.sum())
-        wall = float(cpu["dur"][idx[mine]].sum())
+        wall = float(cpu.dur[idx[mine]].sum())
         dev_us = float(per_call["device"][mine].sum()) if m.has_gpu else None
         rows.append(Phase(
-            name=m.names[nid], calls=calls, first_us=float(cpu["ts"][idx[mine]].min()), wall_us=wall,
+            name=m.names[nid], calls=calls, first_us=float(cpu.ts[idx[mine]].min()), wall_us=wall,
             mean_us=wall / calls, ops_per_call=float(per_call["ops"][mine].mean()),
             kernels_per_call=float(per_call["kernels"][mine].mean()),
             launches_per_call=float(per_call["launches"][mine].mean()),

@@ -41,11 +41,11 @@ def _annotation_gap(m: Model, f: Finding) -> list[Span]:
     if f.evidence["annotation"] not in m.names:
         return []
     nid = m.names.index(f.evidence["annotation"])
-    hits = np.flatnonzero((cpu["name"] == nid) & (cpu["kind"] == ANNOTATION) & (cpu["ts"] >= first.start)
-                          & (cpu["ts"] <= first.end))
+    hits = np.flatnonzero((cpu.name == nid) & (cpu.kind == ANNOTATION) & (cpu.ts >= first.start)
+                          & (cpu.ts <= first.end))
     if not hits.size:
         return []
-    start = float(cpu["ts"][hits].min())
+    start = float(cpu.ts[hits].min())
     return [Span(start, float(f.evidence["gaps_us"][first.name]))]
 
 
@@ -61,7 +61,7 @@ def _hidden_dtod_copy(m: Model, f: Finding) -> list[Span]:
     from common.report.rules import _dtod_before_gemm  # the rule's own pairing
 
     dev = m.dev
-    return [Span(float(dev["ts"][c]), float(dev["dur"][c])) for c, _ in _dtod_before_gemm(m)]
+    return [Span(float(dev.ts[c]), float(dev.dur[c])) for c, _ in _dtod_before_gemm(m)]
 
 
 def _activity_buffer_request(m: Model, f: Finding) -> list[Span]:
@@ -74,8 +74,8 @@ def _recompiles(m: Model, f: Finding) -> list[Span]:
     """The calls of a recompiled region (``Torch-Compiled Region: K/N`` with N > 0)."""
     cpu = m.cpu
     ids = [i for i, n in enumerate(m.names) if n.startswith("Torch-Compiled Region: ") and not n.endswith("/0")]
-    hits = np.flatnonzero(np.isin(cpu["name"], ids))
-    return [Span(float(cpu["ts"][i]), float(cpu["dur"][i])) for i in hits.tolist()]
+    hits = np.flatnonzero(np.isin(cpu.name, ids))
+    return [Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist()]
 
 
 def _annotation_calls(m: Model, f: Finding) -> list[Span]:
@@ -84,8 +84,8 @@ def _annotation_calls(m: Model, f: Finding) -> list[Span]:
     if f.evidence.get("phase") not in m.names:
         return []
     nid = m.names.index(f.evidence["phase"])
-    hits = np.flatnonzero((cpu["name"] == nid) & (cpu["kind"] == ANNOTATION))
-    return [Span(float(cpu["ts"][i]), float(cpu["dur"][i])) for i in hits.tolist()]
+    hits = np.flatnonzero((cpu.name == nid) & (cpu.kind == ANNOTATION))
+    return [Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist()]
 
 
 def _every_step(m: Model, f: Finding) -> list[Span]:

@@ -97,9 +97,9 @@ def _kernel_types(m: Model) -> np.ndarray:
     """HTA's type of every device event, as a code (0 communication, 1 memory, 2 computation, 3 other)."""
     codes = {"communication": 0, "memory": 1, "computation": 2, "other": 3}
     by_name = np.full(len(m.names), 3, dtype=np.int8)
-    for nid in np.unique(m.dev["name"]).tolist():
+    for nid in np.unique(m.dev.name).tolist():
         by_name[nid] = codes[hta_kernel_type(m.names[nid])]
-    return by_name[m.dev["name"]]
+    return by_name[m.dev.name]
 
 
 def _hta_selection(m: Model) -> np.ndarray:
@@ -107,9 +107,9 @@ def _hta_selection(m: Model) -> np.ndarray:
     (every device event when the trace has one step or none)."""
     dev = m.dev
     if m.window_source != "ProfilerStep" or len(m.steps) < 2:
-        return np.ones(dev["n"], dtype=bool)
-    launch = dev["launch"]
-    when = m.cpu["ts"][np.maximum(launch, 0)]
+        return np.ones(dev.n, dtype=bool)
+    launch = dev.launch
+    when = m.cpu.ts[np.maximum(launch, 0)]
     return (launch >= 0) & (when < m.steps[-1].start)
 
 
@@ -135,10 +135,10 @@ def overlap_pct(compute: Intervals, comm: Intervals) -> Optional[float]:
 
 def hta_overlap_pct(m: Model) -> Optional[float]:
     """HolisticTraceAnalysis's ``get_comm_comp_overlap`` for this trace (None without NCCL kernels)."""
-    if not m.dev["n"]:
+    if not m.dev.n:
         return None
     types, keep = _kernel_types(m), _hta_selection(m)
-    ts, end = m.dev["ts"], m.dev["end"]
+    ts, end = m.dev.ts, m.dev.end
     comm, comp = keep & (types == 0), keep & (types == 2)
     return overlap_pct(Intervals(ts[comp], end[comp]), Intervals(ts[comm], end[comm]))
 
@@ -146,17 +146,17 @@ def hta_overlap_pct(m: Model) -> Optional[float]:
 def _lanes(m: Model, f: RankFile) -> tuple[Intervals, Intervals, Intervals]:
     """(busy, compute, communication) unions over the whole trace (times relative to the window)."""
     if m.has_gpu:
-        types, ts, end = _kernel_types(m), m.dev["ts"], m.dev["end"]
+        types, ts, end = _kernel_types(m), m.dev.ts, m.dev.end
         return (m.intervals["gpu"], Intervals(ts[types == 2], end[types == 2]),
                 Intervals(ts[types == 0], end[types == 0]))
     cpu = m.cpu
     comm_name = m.name_mask(lambda s: s.startswith(CPU_COMM_OPS))
-    comm_op = comm_name[cpu["name"]] & (cpu["kind"] <= ANNOTATION)
-    compute_sel = (cpu["kind"] == OP) & ~comm_op
-    compute = Intervals(cpu["ts"][compute_sel], cpu["end"][compute_sel])
+    comm_op = comm_name[cpu.name] & (cpu.kind <= ANNOTATION)
+    compute_sel = (cpu.kind == OP) & ~comm_op
+    compute = Intervals(cpu.ts[compute_sel], cpu.end[compute_sel])
     starts = [c.ts - m.t0 for c in f.cpu_collectives]
     ends = [c.ts + c.dur - m.t0 for c in f.cpu_collectives]
-    comm = Intervals(np.concatenate((cpu["ts"][comm_op], starts)), np.concatenate((cpu["end"][comm_op], ends)))
+    comm = Intervals(np.concatenate((cpu.ts[comm_op], starts)), np.concatenate((cpu.end[comm_op], ends)))
     return compute.union(comm), compute, comm
 
 
@@ -180,12 +180,12 @@ def _top_annotations(m: Model):
     """The annotations right under each ProfilerStep (forward, backward, ...): (starts, ends, names)."""
     cpu = m.cpu
     is_step = m.name_mask(lambda s: bool(STEP_RE.match(s)))
-    parent = cpu["parent"]
-    top = (cpu["kind"] == ANNOTATION) & (parent >= 0)
-    top &= is_step[cpu["name"][np.maximum(parent, 0)]] & ~is_step[cpu["name"]]
+    parent = cpu.parent
+    top = (cpu.kind == ANNOTATION) & (parent >= 0)
+    top &= is_step[cpu.name[np.maximum(parent, 0)]] & ~is_step[cpu.name]
     idx = np.flatnonzero(top)
-    idx = idx[np.argsort(cpu["ts"][idx], kind="stable")]
-    return cpu["ts"][idx], cpu["end"][idx], [m.names[i] for i in cpu["name"][idx].tolist()]
+    idx = idx[np.argsort(cpu.ts[idx], kind="stable")]
+    return cpu.ts[idx], cpu.end[idx], [m.names[i] for i in cpu.name[idx].tolist()]
 
 
 def _issued_in(tops, times: np.ndarray) -> list[Optional[str]]:
@@ -199,13 +199,13 @@ def _collectives(m: Model, f: RankFile) -> tuple[Collective, ...]:
     if m.has_gpu:
         dev = m.dev
         rows = np.flatnonzero(_kernel_types(m) == 0)
-        rows = rows[np.argsort(dev["ts"][rows], kind="stable")]  # in time order: the k-th of each step
-        launch = dev["launch"][rows]
-        when = np.where(launch >= 0, m.cpu["ts"][np.maximum(launch, 0)], dev["ts"][rows])
+        rows = rows[np.argsort(dev.ts[rows], kind="stable")]  # in time order: the k-th of each step
+        launch = dev.launch[rows]
+        when = np.where(launch >= 0, m.cpu.ts[np.maximum(launch, 0)], dev.ts[rows])
         where = _issued_in(tops, when)
         return tuple(
-            Collective(int(dev["step"][r]), _short_name(m.names[dev["name"][r]]), float(dev["dur"][r]),
-                       f.kernel_bytes.get(int(dev["corr"][r])), where[i], True)
+            Collective(int(dev.step[r]), _short_name(m.names[dev.name[r]]), float(dev.dur[r]),
+                       f.kernel_bytes.get(int(dev.corr[r])), where[i], True)
             for i, r in enumerate(rows.tolist()))
     events = sorted(f.cpu_collectives, key=lambda c: c.ts)
     starts = np.array([c.ts - m.t0 for c in events])

@@ -54,6 +54,7 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from common.commands import display_path, uv_run
@@ -84,7 +85,7 @@ def used_gpus(m: Model) -> list:
     meta = meta_of(m)["gpus"]
     if not m.has_gpu:
         return []
-    ids = set(m.dev["device"].tolist())
+    ids = set(m.dev.device.tolist())
     used = [g for g in meta if g["id"] in ids]
     return used or meta[:1]
 
@@ -101,12 +102,12 @@ def to_json(m: Model, findings: list[Finding]) -> dict:
         schema="common.report/1",
         trace=dict(path=m.path, bytes=m.size_bytes, file_bytes=m.file_bytes, events=m.n_events),
         meta=meta_of(m),
-        window=m.numbers["window"],
-        gpu={**m.numbers["gpu"], "comm_comp_overlap_pct": _comm_comp_overlap(m)},
-        cpu=m.numbers["cpu"],
-        device=m.numbers["device"],
-        efficiency=m.numbers["efficiency"],
-        tensorboard=m.numbers["tensorboard"],
+        window=asdict(m.numbers.window),
+        gpu={**asdict(m.numbers.gpu), "comm_comp_overlap_pct": _comm_comp_overlap(m)},
+        cpu=asdict(m.numbers.cpu),
+        device=asdict(m.numbers.device),
+        efficiency=asdict(m.numbers.efficiency),
+        tensorboard=asdict(m.numbers.tensorboard),
         steps=m.step_rows,
         breakdown=m.breakdown,
         categories=m.categories,
@@ -161,31 +162,31 @@ def header_lines(m: Model) -> list[str]:
 
 
 def headline_lines(m: Model) -> list[str]:
-    g, c, d = m.numbers["gpu"], m.numbers["cpu"], m.numbers["device"]
+    g, c, d = m.numbers.gpu, m.numbers.cpu, m.numbers.device
     out = []
     if m.has_gpu:
-        out.append(f"GPU busy {g['busy_pct_of_window']:.1f}% of the window ({fmt_us(g['busy_in_window_us'])}); "
-                   f"HTA: busy {fmt_us(g['busy_us'])} of a {fmt_us(g['span_us'])} GPU span, idle {g['idle_pct']:.2f}%")
+        out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
+                   f"HTA: busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, idle {g.idle_pct:.2f}%")
     overlap = _comm_comp_overlap(m)
     if overlap is not None:
-        out.append(f"communication kernels {fmt_us(g['communication_us'])}; {overlap:.1f}% of their time overlaps "
+        out.append(f"communication kernels {fmt_us(g.communication_us)}; {overlap:.1f}% of their time overlaps "
                    f"computation kernels (HTA's comm/comp overlap, last step left out as HTA does)")
-    threads = f" on {c['threads']} threads" if c["threads"] > 1 else ""
-    if d["self_device_total_us"] is None:
-        out.append(f"Self CPU {fmt_us(c['self_cpu_total_us'])}{threads}; no device time (CPU-only trace)")
+    threads = f" on {c.threads} threads" if c.threads > 1 else ""
+    if d.self_device_total_us is None:
+        out.append(f"Self CPU {fmt_us(c.self_cpu_total_us)}{threads}; no device time (CPU-only trace)")
     else:
-        out.append(f"Self CPU {fmt_us(c['self_cpu_total_us'])}{threads} vs self device "
-                   f"{fmt_us(d['self_device_total_us'])}"
-                   + (f" (device/CPU {d['device_to_cpu_ratio']:.3f})" if d["device_to_cpu_ratio"] is not None else ""))
-    e = m.numbers["efficiency"]
-    if e["gpu_utilization_pct"] is not None:
-        out.append(f"TensorBoard{_aligned_words(m)}: GPU utilization {_pct(e['gpu_utilization_pct'])}, "
-                   f"Est. SM efficiency {_pct(e['est_sm_efficiency_pct'])}, "
-                   f"Est. achieved occupancy {_pct(e['est_achieved_occupancy_pct'])}")
-    if e["kernel_weighted_sm_efficiency_pct"] is not None:
-        out.append(f"per kernel time: SM efficiency {_pct(e['kernel_weighted_sm_efficiency_pct'])} (not "
-                   f"TensorBoard's), mean blocks/SM {e['mean_blocks_per_sm']:.2f}, tensor-core kernel time "
-                   f"{_pct(e['tensor_core_pct'])}")
+        out.append(f"Self CPU {fmt_us(c.self_cpu_total_us)}{threads} vs self device "
+                   f"{fmt_us(d.self_device_total_us)}"
+                   + (f" (device/CPU {d.device_to_cpu_ratio:.3f})" if d.device_to_cpu_ratio is not None else ""))
+    e = m.numbers.efficiency
+    if e.gpu_utilization_pct is not None:
+        out.append(f"TensorBoard{_aligned_words(m)}: GPU utilization {_pct(e.gpu_utilization_pct)}, "
+                   f"Est. SM efficiency {_pct(e.est_sm_efficiency_pct)}, "
+                   f"Est. achieved occupancy {_pct(e.est_achieved_occupancy_pct)}")
+    if e.kernel_weighted_sm_efficiency_pct is not None:
+        out.append(f"per kernel time: SM efficiency {_pct(e.kernel_weighted_sm_efficiency_pct)} (not "
+                   f"TensorBoard's), mean blocks/SM {e.mean_blocks_per_sm:.2f}, tensor-core kernel time "
+                   f"{_pct(e.tensor_core_pct)}")
     return out
 
 
@@ -195,10 +196,10 @@ def _pct(value) -> str:
 
 def _aligned_words(m: Model) -> str:
     """How the steps TensorBoard's figures use were made, in a few words."""
-    tb = m.numbers["tensorboard"]
-    if tb["steps"] != "device-aligned":
+    tb = m.numbers.tensorboard
+    if tb.steps != "device-aligned":
         return ""
-    dropped = tb["steps_dropped"]
+    dropped = tb.steps_dropped
     tail = f"; {', '.join(d.replace('ProfilerStep', '') for d in dropped)} dropped: not all captured" if dropped else ""
     return f" (steps aligned to the GPU work they launched{tail})"
 
@@ -287,9 +288,9 @@ def breakdown_note(m: Model) -> str:
                 "Python between ops count as other")
     text = "TensorBoard's breakdown: each instant in the first of kernel > memcpy > memset > runtime > dataloader > " \
            "CPU exec > other"
-    if m.numbers["tensorboard"]["steps"] == "device-aligned":
+    if m.numbers.tensorboard.steps == "device-aligned":
         text += ", over its steps: each runs until the GPU work it launched ends (the steps table: host walls)"
-    dropped = m.numbers["tensorboard"]["steps_dropped"]
+    dropped = m.numbers.tensorboard.steps_dropped
     return text + (f"; {', '.join(dropped)} left out: not all its GPU work was captured" if dropped else "")
 
 

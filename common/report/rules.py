@@ -77,7 +77,7 @@ def no_device_lane(m: Model):
     return Finding("no_device_lane", "no device lane: the trace holds no kernel/memcpy/memset events (a CPU-only "
                    "run, or CUDA activity was not recorded); device-side rules are skipped, CPU-side ones still run",
                    "profile with activities=[CPU, CUDA] on a GPU to see the device lane",
-                   dict(cpu_events=m.cpu["n"]), level="note")
+                   dict(cpu_events=m.cpu.n), level="note")
 
 
 @rule
@@ -212,9 +212,9 @@ def overhead_bound(m: Model):
     ops' own work is a small share of each step, the dispatch around them the rest."""
     if not m.has_gpu:
         return _cpu_overhead_bound(m)
-    cpu = m.numbers["cpu"]["self_cpu_total_us"]
-    dev = m.numbers["device"]["self_device_total_us"]
-    busy = m.numbers["gpu"]["busy_pct_of_window"]
+    cpu = m.numbers.cpu.self_cpu_total_us
+    dev = m.numbers.device.self_device_total_us
+    busy = m.numbers.gpu.busy_pct_of_window
     if cpu <= 0 or dev >= 0.5 * cpu or busy >= 50:
         return None
     return Finding("overhead_bound", f"overhead-bound: Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)} "
@@ -231,9 +231,9 @@ def compute_bound(m: Model):
     nearly all of each step is the compute ops' own work."""
     if not m.has_gpu:
         return _cpu_compute_bound(m)
-    cpu = m.numbers["cpu"]["self_cpu_total_us"]
-    dev = m.numbers["device"]["self_device_total_us"]
-    busy = m.numbers["gpu"]["busy_pct_of_window"]
+    cpu = m.numbers.cpu.self_cpu_total_us
+    dev = m.numbers.device.self_device_total_us
+    busy = m.numbers.gpu.busy_pct_of_window
     if busy < 70 and not (cpu > 0 and dev >= cpu and busy >= 50):
         return None
     top = m.kernels[0] if m.kernels else None
@@ -321,12 +321,12 @@ def children_heavy(m: Model):
         return None
     cpu = m.cpu
     nid = m.names.index(top["name"])
-    par = np.flatnonzero(cpu["name"] == nid)
-    kids = np.flatnonzero(np.isin(cpu["parent"], par))
+    par = np.flatnonzero(cpu.name == nid)
+    kids = np.flatnonzero(np.isin(cpu.parent, par))
     child = ""
     ev = {}
     if kids.size:
-        tot = np.bincount(cpu["name"][kids], weights=cpu["dur"][kids])
+        tot = np.bincount(cpu.name[kids], weights=cpu.dur[kids])
         c = int(np.argmax(tot))
         child = f"; the heaviest child is {m.names[c]} ({fmt_us(tot[c])})"
         ev = dict(heaviest_child=m.names[c], heaviest_child_us=rounded(tot[c]))
@@ -444,7 +444,7 @@ def annotation_gap(m: Model):
 
 def trace_gpu(m: Model) -> Gpu:
     """The GPU the trace's kernels ran on (its deviceProperties entry)."""
-    first = int(m.dev["device"][0]) if m.dev["n"] else None
+    first = int(m.dev.device[0]) if m.dev.n else None
     return gpu_of(list(m.devices.values()), first)
 
 
@@ -452,16 +452,16 @@ def _queried_kernels(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """(kernels with a correlated launch, whether an occupancy query came on that thread since its
     previous launch), both indexed like ``m.dev``."""
     dev, cpu = m.dev, m.cpu
-    kj = np.flatnonzero((dev["launch"] >= 0) & (dev["kind"] == KERNEL))
-    rt = np.flatnonzero(cpu["kind"] == RUNTIME)  # sorted by thread, then time
+    kj = np.flatnonzero((dev.launch >= 0) & (dev.kind == KERNEL))
+    rt = np.flatnonzero(cpu.kind == RUNTIME)  # sorted by thread, then time
     if not rt.size or not kj.size:
         return kj, np.zeros(kj.size, dtype=bool)
-    is_occ = m.name_mask(trace_names.is_occupancy_query)[cpu["name"][rt]]
-    launch_mask = np.zeros(cpu["n"], dtype=bool)
-    launch_mask[dev["launch"][kj]] = True
+    is_occ = m.name_mask(trace_names.is_occupancy_query)[cpu.name[rt]]
+    launch_mask = np.zeros(cpu.n, dtype=bool)
+    launch_mask[dev.launch[kj]] = True
     cq = np.cumsum(is_occ)
     pos = np.flatnonzero(launch_mask[rt])
-    thread = cpu["thread"][rt]
+    thread = cpu.thread[rt]
     prev = np.concatenate(([-1], pos[:-1]))  # previous launch position (any thread)
     same_thread = (prev >= 0) & (thread[np.maximum(prev, 0)] == thread[pos])
     before = np.where(same_thread, cq[np.maximum(prev, 0)], 0)
@@ -470,7 +470,7 @@ def _queried_kernels(m: Model) -> tuple[np.ndarray, np.ndarray]:
     base = np.where(same_thread, before, np.where(first_of_thread > 0, cq[np.maximum(first_of_thread - 1, 0)], 0))
     q_of_rt = np.zeros(rt.size, dtype=bool)
     q_of_rt[pos] = (cq[pos] - base) > 0
-    return kj, q_of_rt[np.searchsorted(rt, dev["launch"][kj])]
+    return kj, q_of_rt[np.searchsorted(rt, dev.launch[kj])]
 
 
 def _names_of(m: Model, ids) -> list:
@@ -489,15 +489,15 @@ def occupancy_query(m: Model):
     dev, cpu = m.dev, m.cpu
     gpu = trace_gpu(m)
     kj, kq = _queried_kernels(m)
-    gemm = dev["category"][kj] == CATEGORY_CODES["gemm"]
-    gemm_launches = _names_of(m, cpu["name"][dev["launch"][kj[gemm]]])
+    gemm = dev.category[kj] == CATEGORY_CODES["gemm"]
+    gemm_launches = _names_of(m, cpu.name[dev.launch[kj[gemm]]])
     ev = dict(gpu=gpu.describe(), compute_capability=gpu.sm, queries_expected=gpu.expects_gemm_occupancy_query,
               case=gpu.occupancy_case(), gemm_launches=int(gemm.sum()), gemm_launches_queried=int((gemm & kq).sum()),
               launch_calls=gemm_launches)
     if not kq.any():
         return _no_occupancy_query(gpu, ev)
-    kop = np.where(dev["op"][kj] >= 0, cpu["name"][np.maximum(dev["op"][kj], 0)], -1)
-    kname = dev["name"][kj]
+    kop = np.where(dev.op[kj] >= 0, cpu.name[np.maximum(dev.op[kj], 0)], -1)
+    kname = dev.name[kj]
 
     def top(mask, k=3):
         ops, cnt = np.unique(kop[mask], return_counts=True)
@@ -509,7 +509,7 @@ def occupancy_query(m: Model):
             out[m.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
         return out
 
-    queries = _names_of(m, cpu["name"][(cpu["kind"] == RUNTIME) & m.name_mask(trace_names.is_occupancy_query)[cpu["name"]]])
+    queries = _names_of(m, cpu.name[(cpu.kind == RUNTIME) & m.name_mask(trace_names.is_occupancy_query)[cpu.name]])
     nq, npl = int(kq.sum()), int((~kq).sum())
     tq, tp = top(kq), top(~kq)
     qtxt = ", ".join(f"{op} ({v['launches']}x → {v['kernels'][0]})" for op, v in tq.items())
@@ -552,19 +552,19 @@ def long_final_sync(m: Model):
     GPU work is a classic overhead-bound symptom."""
     cpu = m.cpu
     sync_ids = m.name_mask(lambda s: s in SYNC_NAMES)
-    idx = np.flatnonzero(sync_ids[cpu["name"]] & (cpu["kind"] == RUNTIME))
+    idx = np.flatnonzero(sync_ids[cpu.name] & (cpu.kind == RUNTIME))
     if not idx.size:
         return None
-    i = int(idx[np.argmax(cpu["ts"][idx])])
-    a, d = float(cpu["ts"][i]), float(cpu["dur"][i])
+    i = int(idx[np.argmax(cpu.ts[idx])])
+    a, d = float(cpu.ts[i]), float(cpu.dur[i])
     if d < 50:
         return None
     gpu = m.intervals["gpu"]
     busy = float(gpu.covered(a, a + d)) if len(gpu) else 0.0
     if busy > 0.5 * d:
         return None
-    total = m.numbers["gpu"]["busy_in_window_us"] or 0.0
-    return Finding("long_final_sync", f"long final {m.names[cpu['name'][i]]}: {fmt_us(d)} while the GPU is busy "
+    total = m.numbers.gpu.busy_in_window_us or 0.0
+    return Finding("long_final_sync", f"long final {m.names[cpu.name[i]]}: {fmt_us(d)} while the GPU is busy "
                    f"{fmt_us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {fmt_us(total)}",
                    "the profiler flushing at the end of the window, not a real cost; a sync this long over so little "
                    "GPU work says the run is overhead-bound",
@@ -576,13 +576,13 @@ def _dtod_before_gemm(m: Model) -> list:
     """(memcpy, kernel) index pairs in ``m.dev``: a Memcpy DtoD followed on its stream by a GEMM kernel."""
     dev = m.dev
     dtod = m.name_mask(lambda s: "DtoD" in s or "Device -> Device" in s)
-    cand = np.flatnonzero((dev["kind"] == MEMCPY) & dtod[dev["name"]])
+    cand = np.flatnonzero((dev.kind == MEMCPY) & dtod[dev.name])
     if not cand.size:
         return []
-    cat, gemm_code = dev["category"], CATEGORY_CODES["gemm"]
+    cat, gemm_code = dev.category, CATEGORY_CODES["gemm"]
     # next device event on the same device and stream
-    sid, _ = factorize(list(zip(dev["device"].tolist(), dev["stream"])))
-    order = np.lexsort((dev["ts"], sid))
+    sid, _ = factorize(list(zip(dev.device.tolist(), dev.stream)))
+    order = np.lexsort((dev.ts, sid))
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
     pairs = []
@@ -591,7 +591,7 @@ def _dtod_before_gemm(m: Model) -> list:
         if r >= order.size:
             continue
         nxt = int(order[r])
-        if sid[nxt] == sid[c] and dev["kind"][nxt] == KERNEL and cat[nxt] == gemm_code:
+        if sid[nxt] == sid[c] and dev.kind[nxt] == KERNEL and cat[nxt] == gemm_code:
             pairs.append((c, nxt))
     return pairs
 
@@ -602,9 +602,9 @@ def _addmm_gemms(m: Model) -> np.ndarray:
     if "aten::addmm" not in m.names:
         return np.empty(0, np.int64)
     addmm = m.names.index("aten::addmm")
-    has_op = dev["op"] >= 0
-    by_addmm = has_op & (cpu["name"][np.where(has_op, dev["op"], 0)] == addmm)
-    return np.flatnonzero(by_addmm & (dev["kind"] == KERNEL) & (dev["category"] == CATEGORY_CODES["gemm"]))
+    has_op = dev.op >= 0
+    by_addmm = has_op & (cpu.name[np.where(has_op, dev.op, 0)] == addmm)
+    return np.flatnonzero(by_addmm & (dev.kind == KERNEL) & (dev.category == CATEGORY_CODES["gemm"]))
 
 
 @rule
@@ -621,20 +621,20 @@ def hidden_dtod_copy(m: Model):
         return _no_bias_copy(m)
     c, g = pairs[0]
     chain = []
-    if dev["launch"][c] >= 0:
-        p = int(dev["launch"][c])
-        chain.append(m.names[cpu["name"][p]])
-        p = int(cpu["parent"][p])
+    if dev.launch[c] >= 0:
+        p = int(dev.launch[c])
+        chain.append(m.names[cpu.name[p]])
+        p = int(cpu.parent[p])
         while p >= 0 and len(chain) < 5:
-            chain.append(m.names[cpu["name"][p]])
-            p = int(cpu["parent"][p])
-    byt = dev["bytes"][[p[0] for p in pairs]]
+            chain.append(m.names[cpu.name[p]])
+            p = int(cpu.parent[p])
+    byt = dev.bytes[[p[0] for p in pairs]]
     b = float(np.nanmedian(byt)) if np.isfinite(byt).any() else None
     size = f", {b / 1e6:.1f} MB" if b else ""
-    gname = m.names[dev["name"][g]]
+    gname = m.names[dev.name[g]]
     via = f" (issued by {' ← '.join(chain[:4])})" if chain else ""
     return Finding("hidden_dtod_copy", f"hidden copy: {len(pairs)} Memcpy DtoD{size}, median "
-                   f"{fmt_us(float(np.median(dev['dur'][[p[0] for p in pairs]])))}, each right before GEMM "
+                   f"{fmt_us(float(np.median(dev.dur[[p[0] for p in pairs]])))}, each right before GEMM "
                    f"{trace_names.short_name(gname, 60)}{via}",
                    "the bias seed copy of addmm (out = bias, then GEMM with beta=1): fused at the dispatcher, not in "
                    "the kernel; torch versions differ (recent ones may hand the bias to the GEMM without this copy)",
@@ -646,7 +646,7 @@ def _no_bias_copy(m: Model):
     gemms = _addmm_gemms(m)
     if not gemms.size:
         return None
-    names = _names_of(m, m.dev["name"][gemms])
+    names = _names_of(m, m.dev.name[gemms])
     return Finding("hidden_dtod_copy", f"no bias seed copy: aten::addmm launches {gemms.size:,} GEMM kernels "
                    f"({', '.join(trace_names.short_name(n, 60) for n in names[:2])}) with no Memcpy DtoD before them: the GEMM "
                    "reads the bias itself", "the posts' Part 1 (compiled, A100, an older torch) shows a Memcpy DtoD "
@@ -697,12 +697,12 @@ def kernel_gap(m: Model):
     gpu = m.intervals["gpu"]
     best = []
     for i in range(len(m.steps)):
-        sel = dev["step"] == i
+        sel = dev.step == i
         if sel.sum() < 2:
             best.append(None)
             continue
         start, end = _device_window(m, i)  # a kernel that claims to start before its step is cut there
-        a, b = max(float(dev["ts"][sel].min()), start), min(float(dev["end"][sel].max()), end)
+        a, b = max(float(dev.ts[sel].min()), start), min(float(dev.end[sel].max()), end)
         if b <= a:
             best.append(None)
             continue
@@ -787,11 +787,11 @@ def _children_names(m: Model, parent_name: str) -> dict:
     if parent_name not in m.names:
         return {}
     nid = m.names.index(parent_name)
-    par = np.flatnonzero((cpu["name"] == nid) & (cpu["kind"] == OP))
+    par = np.flatnonzero((cpu.name == nid) & (cpu.kind == OP))
     if not par.size:
         return {}
-    kids = np.flatnonzero(np.isin(cpu["parent"], par) & (cpu["kind"] == OP))
-    ids, cnt = np.unique(cpu["name"][kids], return_counts=True)
+    kids = np.flatnonzero(np.isin(cpu.parent, par) & (cpu.kind == OP))
+    ids, cnt = np.unique(cpu.name[kids], return_counts=True)
     return {m.names[i]: int(c) for i, c in zip(ids.tolist(), cnt.tolist())}
 
 
@@ -805,15 +805,15 @@ def matmul_dispatch(m: Model):
         return None
     cpu = m.cpu
     rt_per = {}
-    rt = np.flatnonzero(cpu["kind"] == RUNTIME)
+    rt = np.flatnonzero(cpu.kind == RUNTIME)
     if rt.size:
         inner = m.enclosing(rt, (OP,))
         inner = inner[inner >= 0]
         for op in ("aten::mm", "aten::bmm"):
             if op in m.names and kids.get(op):
                 nid = m.names.index(op)
-                calls = int(((cpu["name"] == nid) & (cpu["kind"] == OP)).sum())
-                rt_per[op] = round(float((cpu["name"][inner] == nid).sum()) / max(calls, 1), 2)
+                calls = int(((cpu.name == nid) & (cpu.kind == OP)).sum())
+                rt_per[op] = round(float((cpu.name[inner] == nid).sum()) / max(calls, 1), 2)
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
@@ -840,13 +840,13 @@ def addmm_vs_mm_add(m: Model):
     if "aten::add" in m.names:
         mmish = m.name_mask(lambda s: s in ("aten::mm", "aten::matmul", "aten::bmm"))
         add_id = m.names.index("aten::add")
-        cand = np.flatnonzero(((cpu["name"] == add_id) | mmish[cpu["name"]]) & (cpu["kind"] == OP))
+        cand = np.flatnonzero(((cpu.name == add_id) | mmish[cpu.name]) & (cpu.kind == OP))
         if cand.size:
-            o = np.lexsort((cand, cpu["parent"][cand]))
+            o = np.lexsort((cand, cpu.parent[cand]))
             c = cand[o]
-            same = cpu["parent"][c[1:]] == cpu["parent"][c[:-1]]
-            is_add = cpu["name"][c[1:]] == add_id
-            prev_mm = mmish[cpu["name"][c[:-1]]]
+            same = cpu.parent[c[1:]] == cpu.parent[c[:-1]]
+            is_add = cpu.name[c[1:]] == add_id
+            prev_mm = mmish[cpu.name[c[:-1]]]
             pairs = int((same & is_add & prev_mm).sum())
     if not addmm and not pairs:
         return None
@@ -1074,19 +1074,19 @@ def cuda_graphs(m: Model):
 
     cpu, dev = m.cpu, m.dev
     graph_ids = m.name_mask(lambda s: s in GRAPH_LAUNCHES)
-    launches = np.flatnonzero(graph_ids[cpu["name"]] & (cpu["kind"] == RUNTIME))
+    launches = np.flatnonzero(graph_ids[cpu.name] & (cpu.kind == RUNTIME))
     if not launches.size:
         return None
-    is_graph = np.zeros(cpu["n"], dtype=bool)
+    is_graph = np.zeros(cpu.n, dtype=bool)
     is_graph[launches] = True
-    linked = dev["launch"] >= 0
-    replayed = int((linked & (dev["kind"] == KERNEL) & is_graph[np.maximum(dev["launch"], 0)]).sum())
+    linked = dev.launch >= 0
+    replayed = int((linked & (dev.kind == KERNEL) & is_graph[np.maximum(dev.launch, 0)]).sum())
     per = f", {replayed / launches.size:,.0f} kernels per launch" if replayed else ""
     phases = [p for p in m.phases if p.graph_launches_per_call > 0]
     where = "; ".join(f"{p.name}: {p.graph_launches_per_call:.1f} graph launch(es) and "
                       f"{p.launches_per_call - p.graph_launches_per_call:.1f} other launches per call, "
                       f"{p.kernels_per_call:,.0f} kernels per call" for p in phases[:3])
-    return Finding("cuda_graphs", f"CUDA graphs: {launches.size:,} {m.names[cpu['name'][launches[0]]]} calls replay "
+    return Finding("cuda_graphs", f"CUDA graphs: {launches.size:,} {m.names[cpu.name[launches[0]]]} calls replay "
                    f"{replayed:,} kernels{per}: one launch instead of one per kernel" + (f" ({where})" if where else ""),
                    "the kernels still run one after another on the GPU; what is gone is the host's launch cost. "
                    "A graph needs fixed shapes and addresses: a static KV cache",
@@ -1115,9 +1115,9 @@ def recompiled_before_window(m: Model):
     frame, compile_id, name = regions[0]
     calls = info["regions"][name]
     nid = m.names.index(name)
-    idx = np.flatnonzero(m.cpu["name"] == nid)
+    idx = np.flatnonzero(m.cpu.name == nid)
     outer = m.enclosing(idx, (ANNOTATION,))
-    named = [m.names[m.cpu["name"][i]] for i in outer.tolist() if i >= 0]
+    named = [m.names[m.cpu.name[i]] for i in outer.tolist() if i >= 0]
     named = [n for n in named if not STEP_RE.match(n)]
     inside = f" inside {max(set(named), key=named.count)}" if named else ""
     return Finding("recompiled_before_window", f"{name}{inside}: frame {frame}'s compile {compile_id}, a recompile "

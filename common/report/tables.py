@@ -17,8 +17,11 @@ from common.report import names as trace_names
 from common.report.cpu_work import split_cpu_work
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
+from common.report.lanes import CpuLane
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
+from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
+                                   Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
 KERNEL_DETAIL_ROWS = 200  # per-kernel detail (registers, per-step times, decoded name) for the top kernels
@@ -32,9 +35,9 @@ def fill_tables(m: Model) -> None:
     m.aligned_steps = align_steps(m)
     per_step = step_breakdown(m, m.aligned_steps)
     figures = device_figures(m, m.aligned_steps)
-    m.numbers = dict(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
-                     window=window_numbers(m), tensorboard=tensorboard_numbers(m.aligned_steps, figures),
-                     efficiency=efficiency_numbers(m, figures))
+    m.numbers = Numbers(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
+                        window=window_numbers(m), tensorboard=tensorboard_numbers(m.aligned_steps, figures),
+                        efficiency=efficiency_numbers(m, figures))
     m.breakdown = {k: float(v.sum()) for k, v in per_step.items()}
     m.breakdown["total"] = float(m.aligned_steps.durations.sum())
     m.step_rows = step_rows(m, per_step, gpu_union)
@@ -43,9 +46,9 @@ def fill_tables(m: Model) -> None:
     m.ops = op_table(m)
     if m.window_source == "ProfilerStep":
         cpu = m.cpu
-        m.cpu_work = split_cpu_work(is_op=cpu["kind"] == OP, name=cpu["name"], names=m.names, dur=cpu["dur"],
-                                    self_us=cpu["self"], parent=cpu["parent"], step=cpu["step"],
-                                    step_walls=[s.dur for s in m.steps], thread=cpu["thread"],
+        m.cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
+                                    self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
+                                    step_walls=[s.dur for s in m.steps], thread=cpu.thread,
                                     step_threads=[s.tid for s in m.steps])
     m.phases = phase_table(m)
 
@@ -55,98 +58,95 @@ def fill_tables(m: Model) -> None:
 
 def _gpu_union(m: Model) -> Intervals:
     """The union of every kernel, memcpy and memset (all devices and streams)."""
-    return Intervals(m.dev["ts"], m.dev["end"]) if m.has_gpu else Intervals.empty()
+    return Intervals(m.dev.ts, m.dev.end) if m.has_gpu else Intervals.empty()
 
 
-def gpu_numbers(m: Model, gpu_union: Intervals) -> dict:
+def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
     """GPU busy/idle on HolisticTraceAnalysis's definition (over the GPU span), and busy in the window."""
     dev = m.dev
-    counts = dict(kernels=int((dev["kind"] == KERNEL).sum()), memcpys=int((dev["kind"] == MEMCPY).sum()),
-                  memsets=int((dev["kind"] == MEMSET).sum()), launches_correlated=int((dev["launch"] >= 0).sum()),
-                  streams=len({(d, s) for d, s in zip(dev["device"].tolist(), dev["stream"])}))
+    counts = dict(kernels=int((dev.kind == KERNEL).sum()), memcpys=int((dev.kind == MEMCPY).sum()),
+                  memsets=int((dev.kind == MEMSET).sum()), launches_correlated=int((dev.launch >= 0).sum()),
+                  streams=len({(d, s) for d, s in zip(dev.device.tolist(), dev.stream)}))
     if not m.has_gpu:
-        return dict(dict.fromkeys(("busy_us", "span_us", "idle_us", "idle_pct", "busy_pct", "compute_us",
-                                   "communication_us", "busy_in_window_us", "busy_pct_of_window")), **counts)
-    communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev["name"]] & \
-        (dev["kind"] == KERNEL)
-    compute = (dev["kind"] == KERNEL) & ~communication
+        return GpuNumbers(**dict.fromkeys(GPU_TIME_FIELDS), **counts)
+    communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \
+        (dev.kind == KERNEL)
+    compute = (dev.kind == KERNEL) & ~communication
     busy = gpu_union.total
-    span = float(dev["end"].max() - dev["ts"].min())
+    span = float(dev.end.max() - dev.ts.min())
     w0, w1 = m.window
     in_window = gpu_union.covered(w0, w1)
-    return dict(
+    return GpuNumbers(
         busy_us=busy, span_us=span, idle_us=span - busy,
         idle_pct=100.0 * (span - busy) / span if span > 0 else 0.0,
         busy_pct=100.0 * busy / span if span > 0 else 0.0,
-        compute_us=Intervals(dev["ts"][compute], dev["end"][compute]).total,
-        communication_us=Intervals(dev["ts"][communication], dev["end"][communication]).total,
+        compute_us=Intervals(dev.ts[compute], dev.end[compute]).total,
+        communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
         busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
         **counts)
 
 
-def cpu_numbers(m: Model) -> dict:
+def cpu_numbers(m: Model) -> CpuNumbers:
     """The profiler table's Self CPU time total (the window's CPU events), and counts."""
     cpu = m.cpu
     w0, w1 = m.window
-    in_window = (cpu["ts"] >= w0) & (cpu["ts"] <= w1)
-    return dict(self_cpu_total_us=float(cpu["self"][in_window].sum()), events=int(cpu["n"]),
-                ops=int((cpu["kind"] == OP).sum()), runtime_calls=int((cpu["kind"] == RUNTIME).sum()),
-                threads=len(cpu["threads"]))
+    in_window = (cpu.ts >= w0) & (cpu.ts <= w1)
+    return CpuNumbers(self_cpu_total_us=float(cpu.self_us[in_window].sum()), events=int(cpu.n),
+                      ops=int((cpu.kind == OP).sum()), runtime_calls=int((cpu.kind == RUNTIME).sum()),
+                      threads=len(cpu.threads))
 
 
-def device_numbers(m: Model) -> dict:
+def device_numbers(m: Model) -> DeviceNumbers:
     """The profiler table's Self CUDA time total; null (not 0) on a CPU-only trace."""
     dev = m.dev
     if not m.has_gpu:
-        return dict.fromkeys(("self_device_total_us", "self_device_in_steps_us", "kernel_total_us",
-                              "device_to_cpu_ratio"))
-    total = float(dev["dur"].sum())
-    self_cpu = float(m.cpu["self"][(m.cpu["ts"] >= m.window[0]) & (m.cpu["ts"] <= m.window[1])].sum())
-    return dict(self_device_total_us=total, self_device_in_steps_us=float(dev["dur"][dev["step"] >= 0].sum()),
-                kernel_total_us=float(dev["dur"][dev["kind"] == KERNEL].sum()),
-                device_to_cpu_ratio=total / self_cpu if self_cpu > 0 else None)
+        return DeviceNumbers()
+    total = float(dev.dur.sum())
+    self_cpu = float(m.cpu.self_us[(m.cpu.ts >= m.window[0]) & (m.cpu.ts <= m.window[1])].sum())
+    return DeviceNumbers(self_device_total_us=total, self_device_in_steps_us=float(dev.dur[dev.step >= 0].sum()),
+                         kernel_total_us=float(dev.dur[dev.kind == KERNEL].sum()),
+                         device_to_cpu_ratio=total / self_cpu if self_cpu > 0 else None)
 
 
-def window_numbers(m: Model) -> dict:
+def window_numbers(m: Model) -> WindowNumbers:
     w0, w1 = m.window
-    return dict(start_us=w0, end_us=w1, wall_us=w1 - w0, source=m.window_source)
+    return WindowNumbers(start_us=w0, end_us=w1, wall_us=w1 - w0, source=m.window_source)
 
 
 # ----------------------------------------------------------------------------- TensorBoard's figures
 
 
-def tensorboard_numbers(steps: AlignedSteps, figures: list[DeviceFigures]) -> dict:
+def tensorboard_numbers(steps: AlignedSteps, figures: list[DeviceFigures]) -> TensorBoardNumbers:
     """The steps TensorBoard reads (device-aligned when they launched GPU work) and its figures per device."""
     start, end = steps.span
-    return dict(steps="device-aligned" if steps.moved else "host", start_us=start, end_us=end, wall_us=end - start,
-                steps_kept=steps.kept, steps_dropped=list(steps.dropped), devices=[asdict(f) for f in figures])
+    return TensorBoardNumbers(steps="device-aligned" if steps.moved else "host", start_us=start, end_us=end,
+                              wall_us=end - start, steps_kept=steps.kept, steps_dropped=list(steps.dropped),
+                              devices=[asdict(f) for f in figures])
 
 
-def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> dict:
+def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumbers:
     """TensorBoard's GPU utilization, Est. SM efficiency and occupancy (the device with the most kernel
     time first in ``figures``), and the kernel-time-weighted figures over every kernel."""
     main = figures[0] if figures else None
-    out = dict(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
-               est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
-               est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None,
-               kernel_weighted_sm_efficiency_pct=None, mean_blocks_per_sm=None, tensor_core_pct=None,
-               kernels_with_launch_args=0)
-    kernels = np.flatnonzero(m.dev["kind"] == KERNEL) if m.has_gpu else np.empty(0, np.int64)
+    out = EfficiencyNumbers(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
+                            est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
+                            est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None)
+    kernels = np.flatnonzero(m.dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
     if not kernels.size:
         return out
-    dur = m.dev["dur"][kernels]
+    dur = m.dev.dur[kernels]
     blocks_per_sm = m.blocks_per_sm()[kernels]
     known = np.isfinite(blocks_per_sm)
-    out["kernels_with_launch_args"] = int(known.sum())
+    out.kernels_with_launch_args = int(known.sum())
     if known.any() and dur[known].sum() > 0:
         weight = dur[known].sum()
-        out["kernel_weighted_sm_efficiency_pct"] = 100.0 * float((np.minimum(blocks_per_sm[known], 1.0)
-                                                                   * dur[known]).sum() / weight)
-        out["mean_blocks_per_sm"] = float((blocks_per_sm[known] * dur[known]).sum() / weight)
+        weighted = (np.minimum(blocks_per_sm[known], 1.0) * dur[known]).sum()
+        out.kernel_weighted_sm_efficiency_pct = 100.0 * float(weighted / weight)
+        out.mean_blocks_per_sm = float((blocks_per_sm[known] * dur[known]).sum() / weight)
     total = float(dur.sum())
     if total > 0:
-        tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev["name"][kernels]]
-        out["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
+        tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
+        out.tensor_core_pct = 100.0 * float(dur[tensor_cores].sum()) / total
     return out
 
 
@@ -156,11 +156,11 @@ def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
     cpu, dev = m.cpu, m.dev
     step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
     dataloader = m.name_mask(lambda s: s.startswith(DATALOADER_PREFIX) and s.endswith(DATALOADER_SUFFIX))
-    is_op = (cpu["kind"] == OP) & ~step_name[cpu["name"]]
-    loading = is_op & dataloader[cpu["name"]]
-    runtime = cpu["kind"] == RUNTIME
-    layers = [Intervals(dev["ts"][dev["kind"] == k], dev["end"][dev["kind"] == k]) for k in (KERNEL, MEMCPY, MEMSET)]
-    layers += [Intervals(cpu["ts"][sel], cpu["end"][sel]) for sel in (runtime, loading, is_op & ~loading)]
+    is_op = (cpu.kind == OP) & ~step_name[cpu.name]
+    loading = is_op & dataloader[cpu.name]
+    runtime = cpu.kind == RUNTIME
+    layers = [Intervals(dev.ts[dev.kind == k], dev.end[dev.kind == k]) for k in (KERNEL, MEMCPY, MEMSET)]
+    layers += [Intervals(cpu.ts[sel], cpu.end[sel]) for sel in (runtime, loading, is_op & ~loading)]
     covered_before = np.zeros(steps.kept)
     union = Intervals.empty()
     out = {}
@@ -185,11 +185,11 @@ def step_rows(m: Model, per_step: dict, gpu_union: Intervals) -> list[dict]:
     starts = np.array([s.start for s in m.steps])
     ends = np.array([s.end for s in m.steps])
     busy = np.asarray(gpu_union.covered(starts, ends), dtype=np.float64) if len(gpu_union) else np.zeros(nsteps)
-    kernel_step = dev["step"][(dev["kind"] == KERNEL) & (dev["step"] >= 0)]
+    kernel_step = dev.step[(dev.kind == KERNEL) & (dev.step >= 0)]
     kernels = np.bincount(kernel_step, minlength=nsteps)
-    in_step = dev["step"] >= 0
-    device_time = np.bincount(dev["step"][in_step], weights=dev["dur"][in_step], minlength=nsteps)
-    op_step = cpu["step"][(cpu["kind"] == OP) & (cpu["step"] >= 0)]
+    in_step = dev.step >= 0
+    device_time = np.bincount(dev.step[in_step], weights=dev.dur[in_step], minlength=nsteps)
+    op_step = cpu.step[(cpu.kind == OP) & (cpu.step >= 0)]
     ops = np.bincount(op_step, minlength=nsteps)
     gaps = annotation_gaps(m)
     aligned = m.aligned_steps
@@ -213,25 +213,25 @@ def annotation_gaps(m: Model) -> list:
     """Per step: (first user annotation, gap to its first aten::* descendant, that op's name)."""
     cpu = m.cpu
     out = [(None, None, None)] * len(m.steps)
-    annotations = np.flatnonzero((cpu["kind"] == ANNOTATION) & (cpu["step"] >= 0))
+    annotations = np.flatnonzero((cpu.kind == ANNOTATION) & (cpu.step >= 0))
     if not annotations.size:
         return out
     skip = m.name_mask(lambda s: bool(STEP_RE.match(s)) or s.startswith(("nccl:", "gloo:", "## ", "Optimizer.")))
-    annotations = annotations[~skip[cpu["name"][annotations]]]
+    annotations = annotations[~skip[cpu.name[annotations]]]
     is_aten = m.name_mask(lambda s: s.startswith("aten::"))
     done = set()
     for i in annotations.tolist():  # sorted by thread, then time
-        step = int(cpu["step"][i])
+        step = int(cpu.step[i])
         if step in done:
             continue
         j = i + 1
-        hi = np.searchsorted(cpu["ts"][j:j + 4096], cpu["end"][i], side="right") + j
-        candidates = np.flatnonzero(is_aten[cpu["name"][j:hi]] & (cpu["thread"][j:hi] == cpu["thread"][i]))
+        hi = np.searchsorted(cpu.ts[j:j + 4096], cpu.end[i], side="right") + j
+        candidates = np.flatnonzero(is_aten[cpu.name[j:hi]] & (cpu.thread[j:hi] == cpu.thread[i]))
         if not candidates.size:
             continue
         k = j + int(candidates[0])
         done.add(step)
-        out[step] = (m.names[cpu["name"][i]], float(cpu["ts"][k] - cpu["ts"][i]), m.names[cpu["name"][k]])
+        out[step] = (m.names[cpu.name[i]], float(cpu.ts[k] - cpu.ts[i]), m.names[cpu.name[k]])
     return out
 
 
@@ -243,9 +243,9 @@ def category_table(m: Model) -> list[dict]:
     dev = m.dev
     if not m.has_gpu:
         return []
-    time = np.bincount(dev["category"], weights=dev["dur"], minlength=len(CATEGORY_CODES))
-    count = np.bincount(dev["category"], minlength=len(CATEGORY_CODES))
-    total = float(dev["dur"].sum())
+    time = np.bincount(dev.category, weights=dev.dur, minlength=len(CATEGORY_CODES))
+    count = np.bincount(dev.category, minlength=len(CATEGORY_CODES))
+    total = float(dev.dur.sum())
     rows = [dict(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
                  pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
             for c, i in CATEGORY_CODES.items() if count[i]]
@@ -271,15 +271,15 @@ def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
 def kernel_table(m: Model) -> list[dict]:
     """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates."""
     dev = m.dev
-    rows_of = np.flatnonzero(dev["kind"] == KERNEL) if m.has_gpu else np.empty(0, np.int64)
+    rows_of = np.flatnonzero(dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
     if not rows_of.size:
         return []
-    dur = dev["dur"][rows_of]
-    uniq, kernel = np.unique(dev["name"][rows_of], return_inverse=True)
+    dur = dev.dur[rows_of]
+    uniq, kernel = np.unique(dev.name[rows_of], return_inverse=True)
     stats = group_stats(kernel, dur, uniq.size)
     total_time = float(dur.sum())
     blocks_per_sm = m.blocks_per_sm()[rows_of]
-    estimates = _weighted_per_kernel(kernel, uniq.size, dur, blocks_per_sm, dev["occ"][rows_of])
+    estimates = _weighted_per_kernel(kernel, uniq.size, dur, blocks_per_sm, dev.occ[rows_of])
     rows = []
     for g in np.argsort(-stats["total"], kind="stable").tolist():
         name = m.names[int(uniq[g])]
@@ -317,15 +317,15 @@ def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, bloc
 def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> dict:
     """Registers, shared memory, time and calls per step, and the decoded name of one kernel's calls."""
     dev = m.dev
-    registers, shared = dev["regs"][rows], dev["smem"][rows]
-    step = dev["step"][rows]
+    registers, shared = dev.regs[rows], dev.smem[rows]
+    step = dev.step[rows]
     in_step = step >= 0
     nsteps = len(m.steps)
     gemm, fused = trace_names.decode_gemm(name), trace_names.decode_fused(name)
     return dict(
         registers_per_thread=float(np.nanmax(registers)) if np.isfinite(registers).any() else None,
         shared_memory_bytes=float(np.nanmax(shared)) if np.isfinite(shared).any() else None,
-        per_step_us=np.bincount(step[in_step], weights=dev["dur"][rows][in_step], minlength=nsteps).tolist()
+        per_step_us=np.bincount(step[in_step], weights=dev.dur[rows][in_step], minlength=nsteps).tolist()
         if nsteps else [],
         per_step_calls=np.bincount(step[in_step], minlength=nsteps).tolist() if nsteps else [],
         decoded=(dict(gemm, kind="gemm", text=trace_names.describe_gemm(gemm)) if gemm else
@@ -343,25 +343,25 @@ def op_table(m: Model) -> list[dict]:
     As both tools do, an op whose only child is a call of the same op (``aten::div`` inside
     ``aten::div``) is one call: the inner one is not counted again."""
     cpu, dev = m.cpu, m.dev
-    rows_of = np.flatnonzero((cpu["kind"] == OP) | (cpu["kind"] == ANNOTATION))
+    rows_of = np.flatnonzero((cpu.kind == OP) | (cpu.kind == ANNOTATION))
     if not rows_of.size:
         return []
     counted = rows_of[~_repeated_calls(cpu)[rows_of]]
     names = len(m.names)
-    name = cpu["name"]
+    name = cpu.name
     calls = np.bincount(name[counted], minlength=names)
-    total = np.bincount(name[counted], weights=cpu["dur"][counted], minlength=names)
-    self_cpu = np.bincount(name[rows_of], weights=cpu["self"][rows_of], minlength=names)
+    total = np.bincount(name[counted], weights=cpu.dur[counted], minlength=names)
+    self_cpu = np.bincount(name[rows_of], weights=cpu.self_us[rows_of], minlength=names)
     self_device, kernels = np.zeros(names), np.zeros(names, dtype=np.int64)
     if m.has_gpu:
-        by_op = dev["op"] >= 0
-        self_device = np.bincount(name[dev["op"][by_op]], weights=dev["dur"][by_op], minlength=names)
-        kernels = np.bincount(name[dev["op"][by_op]], minlength=names)
+        by_op = dev.op >= 0
+        self_device = np.bincount(name[dev.op[by_op]], weights=dev.dur[by_op], minlength=names)
+        kernels = np.bincount(name[dev.op[by_op]], minlength=names)
     launched_time, launched_count = _launched_below(m)
     device_total = np.bincount(name[counted], weights=launched_time[counted], minlength=names)
     with_work = np.bincount(name[counted], weights=(launched_count[counted] > 0).astype(np.float64), minlength=names)
     kind = np.zeros(names, dtype=np.int8)
-    kind[name[rows_of]] = cpu["kind"][rows_of]
+    kind[name[rows_of]] = cpu.kind[rows_of]
     rows = [dict(name=m.names[i], kind="annotation" if kind[i] == ANNOTATION else "op", calls=int(calls[i]),
                  cpu_total_us=float(total[i]), self_cpu_us=float(self_cpu[i]), self_device_us=float(self_device[i]),
                  device_total_us=float(device_total[i]), kernels=int(kernels[i]),
@@ -371,11 +371,11 @@ def op_table(m: Model) -> list[dict]:
     return rows
 
 
-def _repeated_calls(cpu: dict) -> np.ndarray:
+def _repeated_calls(cpu: CpuLane) -> np.ndarray:
     """Per CPU event: an op that is the only child (runtime calls aside) of an op of the same name."""
-    parent, kind, name = cpu["parent"], cpu["kind"], cpu["name"]
+    parent, kind, name = cpu.parent, cpu.kind, cpu.name
     child = (parent >= 0) & (kind != RUNTIME)
-    children = np.bincount(parent[child], minlength=cpu["n"])
+    children = np.bincount(parent[child], minlength=cpu.n)
     up = np.maximum(parent, 0)
     return (kind == OP) & (parent >= 0) & (kind[up] == OP) & (name[up] == name) & (children[up] == 1)
 
@@ -383,15 +383,15 @@ def _repeated_calls(cpu: dict) -> np.ndarray:
 def _launched_below(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Per CPU event: the device time and the device events launched by it or anything under it."""
     cpu, dev = m.cpu, m.dev
-    time, count = np.zeros(cpu["n"]), np.zeros(cpu["n"])
-    if not m.has_gpu or not cpu["n"]:
+    time, count = np.zeros(cpu.n), np.zeros(cpu.n)
+    if not m.has_gpu or not cpu.n:
         return time, count
-    linked = dev["launch"] >= 0
-    time += np.bincount(dev["launch"][linked], weights=dev["dur"][linked], minlength=cpu["n"])
-    count += np.bincount(dev["launch"][linked], minlength=cpu["n"])
-    depth, parent = cpu["depth"], cpu["parent"]
+    linked = dev.launch >= 0
+    time += np.bincount(dev.launch[linked], weights=dev.dur[linked], minlength=cpu.n)
+    count += np.bincount(dev.launch[linked], minlength=cpu.n)
+    depth, parent = cpu.depth, cpu.parent
     for level in range(int(depth.max(initial=0)), 0, -1):  # children before parents
         rows = np.flatnonzero((depth == level) & (parent >= 0))
-        time += np.bincount(parent[rows], weights=time[rows], minlength=cpu["n"])
-        count += np.bincount(parent[rows], weights=count[rows], minlength=cpu["n"])
+        time += np.bincount(parent[rows], weights=time[rows], minlength=cpu.n)
+        count += np.bincount(parent[rows], weights=count[rows], minlength=cpu.n)
     return time, count

@@ -90,21 +90,21 @@ def _work_per_step(m: Model, host_starts: np.ndarray, host_ends: np.ndarray):
     pieces of GPU work that was; and per device event, the step whose runtime call launched it (-1)."""
     cpu, dev = m.cpu, m.dev
     steps = host_starts.size
-    runtime = np.flatnonzero(cpu["kind"] == RUNTIME)
-    step_of_call = np.full(cpu["n"], -1, dtype=np.int64)
+    runtime = np.flatnonzero(cpu.kind == RUNTIME)
+    step_of_call = np.full(cpu.n, -1, dtype=np.int64)
     if runtime.size and steps:
-        i = np.searchsorted(host_starts, cpu["ts"][runtime], side="right") - 1
-        inside = (i >= 0) & (cpu["end"][runtime] <= host_ends[np.maximum(i, 0)])
+        i = np.searchsorted(host_starts, cpu.ts[runtime], side="right") - 1
+        inside = (i >= 0) & (cpu.end[runtime] <= host_ends[np.maximum(i, 0)])
         step_of_call[runtime[inside]] = i[inside]
-    in_step = np.full(dev["n"], -1, dtype=np.int64)
-    linked = dev["launch"] >= 0
-    in_step[linked] = step_of_call[dev["launch"][linked]]
+    in_step = np.full(dev.n, -1, dtype=np.int64)
+    linked = dev.launch >= 0
+    in_step[linked] = step_of_call[dev.launch[linked]]
     matched = in_step >= 0
     launched = np.bincount(in_step[matched], minlength=steps)
     first_work = np.full(steps, np.inf)
     last_work = np.full(steps, -np.inf)
-    np.minimum.at(first_work, in_step[matched], dev["ts"][matched])
-    np.maximum.at(last_work, in_step[matched], dev["end"][matched])
+    np.minimum.at(first_work, in_step[matched], dev.ts[matched])
+    np.maximum.at(last_work, in_step[matched], dev.end[matched])
     return first_work, last_work, launched, in_step
 
 
@@ -114,8 +114,8 @@ def _first_step_floor(m: Model, host_start: float, first_work: float, in_step: n
     if not np.isfinite(first_work):
         return host_start
     dev = m.dev
-    earlier = (in_step < 0) & (dev["end"] < first_work)
-    return max(host_start, float(dev["end"][earlier].max())) if earlier.any() else host_start
+    earlier = (in_step < 0) & (dev.end < first_work)
+    return max(host_start, float(dev.end[earlier].max())) if earlier.any() else host_start
 
 
 def _steps_kept(launched: np.ndarray) -> int:
@@ -134,20 +134,20 @@ def device_figures(m: Model, steps: AlignedSteps) -> list[DeviceFigures]:
     most kernel time first; empty without kernels or steps."""
     dev = m.dev
     start, end = steps.span
-    if not steps.kept or end <= start or not dev["n"]:
+    if not steps.kept or end <= start or not dev.n:
         return []
-    kernels = dev["kind"] == KERNEL
-    devices = np.unique(dev["device"][kernels])
-    busy = {int(d): float(dev["dur"][kernels & (dev["device"] == d)].sum()) for d in devices.tolist()}
+    kernels = dev.kind == KERNEL
+    devices = np.unique(dev.device[kernels])
+    busy = {int(d): float(dev.dur[kernels & (dev.device == d)].sum()) for d in devices.tolist()}
     out = []
     for device in sorted(busy, key=lambda d: (-busy[d], d)):
-        sel = np.flatnonzero(kernels & (dev["device"] == device))
-        ts, ends = dev["ts"][sel], dev["end"][sel]
+        sel = np.flatnonzero(kernels & (dev.device == device))
+        ts, ends = dev.ts[sel], dev.end[sel]
         out.append(DeviceFigures(
             device=device,
             gpu_utilization_pct=100.0 * Intervals(ts, ends).covered(start, end) / (end - start),
             est_sm_efficiency_pct=_sm_efficiency(ts, ends, m.blocks_per_sm()[sel], start, end),
-            est_achieved_occupancy_pct=_occupancy(ts, ends, dev["occ"][sel], start, end),
+            est_achieved_occupancy_pct=_occupancy(ts, ends, dev.occ[sel], start, end),
         ))
     return out
 

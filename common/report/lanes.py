@@ -1,0 +1,56 @@
+"""The model's two lanes: one numpy column per field, one row per event (``m.cpu.ts[i]``, ``m.dev.name[j]``).
+
+:mod:`.model` fills every field of a lane at once, where it builds the lane (the step of each event
+included); nothing writes into a lane after that. Times are microseconds relative to the window's
+start; indices (``parent``, ``launch``, ``op``) point into the CPU lane, -1 where none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(eq=False)
+class CpuLane:
+    """The CPU events, sorted by (thread, start, longest first), with their call tree."""
+
+    n: int  # how many events
+    kind: np.ndarray  # OP, ANNOTATION, RUNTIME or PYTHON (:mod:`.model`)
+    ts: np.ndarray  # start
+    dur: np.ndarray  # duration (cut at the parent's end where a clock glitch ran past it)
+    end: np.ndarray  # ts + dur
+    name: np.ndarray  # name id (into ``m.names``)
+    thread: np.ndarray  # index into ``threads``
+    corr: np.ndarray  # correlation id (-1: none)
+    parent: np.ndarray  # the enclosing event on the same thread (-1: none)
+    depth: np.ndarray  # how many events enclose it
+    self_us: np.ndarray  # its duration less its children's
+    threads: list  # distinct thread ids
+    step: np.ndarray  # index of the step holding its start (-1: none)
+
+
+@dataclass(eq=False)
+class DeviceLane:
+    """The device events (kernels, memcpys, memsets) in trace order, with their launch, op and category."""
+
+    n: int  # how many events
+    kind: np.ndarray  # KERNEL, MEMCPY or MEMSET (:mod:`.model`)
+    ts: np.ndarray  # start
+    dur: np.ndarray  # duration
+    end: np.ndarray  # ts + dur
+    name: np.ndarray  # name id (into ``m.names``)
+    corr: np.ndarray  # correlation id (-1: none)
+    device: np.ndarray  # the device (the pid in Kineto traces)
+    stream: list  # the stream (the tid)
+    blocks: np.ndarray  # product of the grid dimensions (nan: not given)
+    bps: np.ndarray  # the "blocks per SM" argument
+    occ: np.ndarray  # the "est. achieved occupancy %" argument
+    regs: np.ndarray  # registers per thread
+    smem: np.ndarray  # shared memory
+    bytes: np.ndarray  # bytes moved (memcpy, memset)
+    launch: np.ndarray  # the CPU runtime call with the same correlation id (-1: none)
+    op: np.ndarray  # the op (else annotation) around that launch (-1: none)
+    category: np.ndarray  # code in ``model.CATEGORY_CODES``
+    step: np.ndarray  # index of the step holding its launch (else its start; -1: none)
