@@ -118,6 +118,13 @@ class _Schema:
     def saw_begin(self) -> bool:
         return bool(self.begins)
 
+    def decode(self, view, array_form: bool) -> tuple[list, dict]:
+        """(the events, the trace-level metadata) of JSON text in either form; decode errors propagate."""
+        if array_form:
+            return self.array_form.decode(view), {}
+        trace = self.object_form.decode(view)
+        return trace.traceEvents, {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
+
 
 @dataclass
 class Loaded:
@@ -268,13 +275,7 @@ def _decode_whole(data, start: int, path) -> tuple[list, list, dict]:
     view = memoryview(data)[start:]
     try:
         try:
-            if data[start:start + 1] == b"[":
-                events, meta = schema.array_form.decode(view), {}
-            else:
-                trace = schema.object_form.decode(view)
-                events = trace.traceEvents
-                meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
-                del trace
+            events, meta = schema.decode(view, data[start:start + 1] == b"[")
             has_begin = schema.saw_begin
         except msgspec.ValidationError:  # fields of unexpected types, unknown phases: the slow path
             events, meta = _lenient(view, path, schema)
@@ -498,13 +499,7 @@ def _first_half(mm, start: int, comma: int) -> Optional[tuple[Columns, dict, int
     schema = _Schema()
     view = memoryview(mm)[start:comma + 2]
     try:
-        if array_form:
-            events, meta = schema.array_form.decode(view), {}
-        else:
-            trace = schema.object_form.decode(view)
-            events = trace.traceEvents
-            meta = {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
-            del trace
+        events, meta = schema.decode(view, array_form)
     except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
         return None
     finally:

@@ -237,13 +237,9 @@ class CollectiveCount:
 
 
 @dataclass(frozen=True)
-class StepRow:
-    number: Optional[int]
-    wall_us: float
-    compute_us: float
-    communication_us: float
-    overlap_us: float
-    idle_us: float
+class StepRow(StepTimes):
+    """A rank's step times with its wait in collectives, known once every rank is read."""
+
     wait_us: float
 
 
