@@ -64,6 +64,7 @@ class RunKnobs:
     variants: dict[str, str] = field(default_factory=dict)  # a lesson's own knobs (attention, cache, ...)
     matmul_flops_per_step: int | None = None  # the workload's matrix-multiply arithmetic in one step
     job: JobKnobs | None = None  # set by a multi-process lesson: the job and this process's rank
+    cpu: dict | None = None  # a CPU run's choices (common/cpu.py): threads, capability, dtype measured or given
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -93,6 +94,7 @@ class RunKnobs:
                 variants={str(k): str(v) for k, v in (raw.get("variants") or {}).items()},
                 matmul_flops_per_step=int(raw["matmul_flops_per_step"]) if raw.get("matmul_flops_per_step") else None,
                 job=JobKnobs.from_json(raw.get("job")),
+                cpu=raw["cpu"] if isinstance(raw.get("cpu"), dict) else None,
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from common import cpu
 from common.commands import display_path, uv_run
 from common.errors import BadInput, CommandParser, fail
 from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
@@ -116,7 +117,10 @@ def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.Ar
     """The flags every lesson shares; the script adds its shape flags to the returned parser."""
     p = _Parser(prog=f"uv run {script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(script=script)
-    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="element type (default: bf16)")
+    p.add_argument("--dtype", choices=list(DTYPES), default=None,
+                   help="element type (default: bf16; on a CPU without bf16 matmul instructions, fp32)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="intra-op threads (default on the CPU: 1, for steady timings on a shared machine)")
     p.add_argument(
         "--warmup", action=argparse.BooleanOptionalAction, default=warmup_default,
         help=f"run {WARMUP_CALLS} un-profiled calls and synchronise before profiling "
@@ -348,6 +352,13 @@ def setup(
         fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
              f"{needs_cuda}")
     device = _resolve_device(args.device, console)
+    cpu_choice = None
+    if device.type == "cpu":
+        args.dtype, cpu_choice = cpu.choose(args.dtype, args.threads)
+    else:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        args.dtype = args.dtype or _gpu_dtype(device, console)
     _check_dtype(args.dtype, device)
     dtype = getattr(torch, TORCH_DTYPES[args.dtype])
     _check_fits(elements(args), dtype, device)
@@ -371,11 +382,12 @@ def setup(
         record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
         variants={k: v for k, v in own},
         matmul_flops_per_step=matmul_flops(args) if matmul_flops else None,
+        cpu=cpu.to_knobs(cpu_choice) if cpu_choice else None,
     )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
                     console, knobs)
     _quiet_what_the_lesson_explains(args)
-    _describe(lesson)
+    _describe(lesson, cpu_choice)
     return lesson
 
 
@@ -403,18 +415,32 @@ def _quiet_what_the_lesson_explains(args: argparse.Namespace) -> None:
         lambda record: not record.getMessage().startswith("No CUDA runtime is found"))
 
 
-def _describe(lesson: Lesson) -> None:
+def _gpu_dtype(device: "torch.device", console: Console) -> str:
+    """The posts' bf16, or fp16 on a GPU without bf16 (said on the console)."""
+    import torch
+
+    if torch.cuda.is_bf16_supported():
+        return "bf16"
+    console.print(f"dtype   fp16: this GPU ({torch.cuda.get_device_name(device)}) has no bf16 (--dtype to choose)")
+    return "fp16"
+
+
+def _describe(lesson: Lesson, cpu_choice: "cpu.CpuChoice | None") -> None:
     import torch
 
     a, c = lesson.args, lesson.console
     if lesson.on_cuda:
         where = f"{torch.cuda.get_device_name(lesson.device)} (CUDA {torch.version.cuda})"
     else:
-        where = f"CPU {platform.machine()} ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        where = f"CPU {platform.machine()} ({n} thread{'s' if n != 1 else ''})"
     c.rule(f"[bold]{a.script}[/]")
     c.print(f"device  {where}   torch {torch.__version__}")
     c.print(f"run     {lesson.tag}   schedule {a.schedule} ({a.schedule.steps} steps)   "
             f"warm-up {'on' if a.warmup else 'off'}")
+    if cpu_choice is not None:
+        for line in cpu.describe(cpu_choice, a.dtype):
+            c.print(escape(line))
     if a.schedule.warmup == 0:
         c.print("        schedule warmup=0: the first recorded step also pays the profiler's own start-up "
                 "(the posts' experiment; torch warns about it, silenced here)")

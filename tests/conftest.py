@@ -24,6 +24,19 @@ DATA_TRACE_FILES = sorted(DATA_TRACES.rglob("*.json.gz"))
 
 os.environ["REPORT_STRICT_RULES"] = "1"  # a rule that crashes fails the test that ran it (see common/report/rules.py)
 
+
+def _cpu_dtype() -> str:
+    """The dtype a lesson runs in on this CPU without --dtype (common/cpu.py measures it: bf16 where the
+    CPU has bf16 matmul instructions, fp32 where torch emulates bf16), measured once, as a lesson does."""
+    code = "from common.cpu import choose; print(choose(None, 1)[0])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+CPU_DTYPE = _cpu_dtype()  # "bf16" or "fp32": the <dtype> of a default CPU run's file names
+CPU_DTYPE_BYTES = {"bf16": 2, "fp32": 4}[CPU_DTYPE]
+
 # Small shapes keep every run to seconds on a 2-core CPU.
 SMALL_MLP = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256"]
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_TRACES, REPO, Run, Trace, run_torchrun
+from conftest import CPU_DTYPE, CPU_DTYPE_BYTES, DATA_TRACES, REPO, Run, Trace, run_torchrun
 
 TINY = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256", "--blocks", "2"]
-TAG = "2x16x64x256x2_bf16_warm_eager"
-WEIGHT_BYTES = 64 * 256 * 2  # one bf16 [256, 64] projection: 32 KiB
+TAG = f"2x16x64x256x2_{CPU_DTYPE}_warm_eager"
+WEIGHT_BYTES = 64 * 256 * CPU_DTYPE_BYTES  # one [256, 64] projection: 32 KiB in bf16
 WEIGHTS = 2 * 3  # two blocks of gate, up, down
 BUCKET_MB = 0.04  # 41,943 bytes: a bucket closes once it holds 2 weights (DDP closes it at the cap)
 DELAY_MS = 50.0

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import run_script
+from conftest import CPU_DTYPE, run_script
 
 hta = pytest.importorskip("hta.trace_analysis")
 
@@ -19,7 +19,7 @@ def test_script_trace_loads_in_hta(tmp_path):
     assert run.returncode == 0, run.stderr
     trace_dir = tmp_path / "hta"
     trace_dir.mkdir()
-    shutil.copy(run.trace_dir / "1024x32x64_bf16_warm_eager.json", trace_dir)  # HTA reads every trace in a folder
+    shutil.copy(run.trace_dir / f"1024x32x64_{CPU_DTYPE}_warm_eager.json", trace_dir)  # HTA reads every trace in a folder
     analysis = hta.TraceAnalysis(trace_dir=str(trace_dir))
     df = analysis.t.get_trace(0)
     names = set(analysis.t.symbol_table.sym_table)
@@ -34,7 +34,7 @@ def test_annotated_trace_loads_in_hta(tmp_path):
     assert run.returncode == 0, run.stderr
     trace_dir = tmp_path / "hta"
     trace_dir.mkdir()
-    shutil.copy(run.trace_dir / "64_bf16_cold_eager_sched-0-0-4.annotated.json", trace_dir)
+    shutil.copy(run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-4.annotated.json", trace_dir)
     analysis = hta.TraceAnalysis(trace_dir=str(trace_dir))
     names = set(analysis.t.symbol_table.sym_table)
     assert {"ProfilerStep#0", "matmul_add", "aten::mm", "cold_first_step"} <= names

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import Trace, load_events
+from conftest import CPU_DTYPE, Trace, load_events
 
 TABLE_HEADER = re.compile(r"^\s*Name\s+Self CPU %\s+Self CPU\s+CPU total %\s+CPU total", re.M)
 
@@ -23,14 +23,14 @@ def step_numbers(trace: Trace) -> list[int]:
 # -- files and table (P1.1, P1.2, P1.5) -------------------------------------------------------------
 
 @pytest.mark.parametrize("key, files", [
-    ("01_default", ["64_bf16_cold_eager.json", "64_bf16_cold_eager.txt"]),
-    ("01_batch", ["8x32_bf16_cold_eager.json", "8x32_bf16_cold_eager.txt"]),
-    ("01_compile", ["64_bf16_warm_compile.json", "64_bf16_warm_compile.txt"]),
+    ("01_default", [f"64_{CPU_DTYPE}_cold_eager.json", f"64_{CPU_DTYPE}_cold_eager.txt"]),
+    ("01_batch", [f"8x32_{CPU_DTYPE}_cold_eager.json", f"8x32_{CPU_DTYPE}_cold_eager.txt"]),
+    ("01_compile", [f"64_{CPU_DTYPE}_warm_compile.json", f"64_{CPU_DTYPE}_warm_compile.txt"]),
     ("01_gzip", ["16_fp32_warm_eager_sched-0-0-4_shapes.json.gz", "16_fp32_warm_eager_sched-0-0-4_shapes.txt"]),
-    ("02_eager", ["1024x32x64_bf16_warm_eager.json", "1024x32x64_bf16_warm_eager.txt"]),
-    ("02_compile", ["64x32x64_bf16_warm_compile.json", "64x32x64_bf16_warm_compile.txt"]),
-    ("03_eager", ["2x16x64x256_bf16_warm_eager.json", "2x16x64x256_bf16_warm_eager.txt"]),
-    ("03_compile", ["2x16x64x256_bf16_warm_compile.json", "2x16x64x256_bf16_warm_compile.txt"]),
+    ("02_eager", [f"1024x32x64_{CPU_DTYPE}_warm_eager.json", f"1024x32x64_{CPU_DTYPE}_warm_eager.txt"]),
+    ("02_compile", [f"64x32x64_{CPU_DTYPE}_warm_compile.json", f"64x32x64_{CPU_DTYPE}_warm_compile.txt"]),
+    ("03_eager", [f"2x16x64x256_{CPU_DTYPE}_warm_eager.json", f"2x16x64x256_{CPU_DTYPE}_warm_eager.txt"]),
+    ("03_compile", [f"2x16x64x256_{CPU_DTYPE}_warm_compile.json", f"2x16x64x256_{CPU_DTYPE}_warm_compile.txt"]),
 ])
 def test_writes_exactly_the_named_files(runs, key, files):
     """P1.1: the file names are the run's knobs, and nothing else (no temporary file) is left."""
@@ -75,7 +75,7 @@ def test_schedule_flag_and_gzip(runs):
 
 def test_dispatch_chain_nests(runs):
     """P1.9: ProfilerStep#N -> matmul_add -> aten::matmul -> aten::mm, then aten::add, by timestamps."""
-    trace = Trace(ok(runs["01_default"]).path("64_bf16_cold_eager.json"))
+    trace = Trace(ok(runs["01_default"]).path(f"64_{CPU_DTYPE}_cold_eager.json"))
     for step in trace.steps:
         (annotation,) = trace.inside(step, "matmul_add")
         (matmul,) = trace.inside(annotation, "aten::matmul")
@@ -88,7 +88,7 @@ def test_dispatch_chain_nests(runs):
 
 def test_batch_axis_dispatches_bmm(runs):
     """P1.10: a leading batch axis (8, n, n) makes aten::matmul dispatch aten::bmm, not aten::mm."""
-    trace = Trace(ok(runs["01_batch"]).path("8x32_bf16_cold_eager.json"))
+    trace = Trace(ok(runs["01_batch"]).path(f"8x32_{CPU_DTYPE}_cold_eager.json"))
     for step in trace.steps:
         (matmul,) = trace.inside(step, "aten::matmul")
         assert len(trace.inside(matmul, "aten::bmm")) == 1
@@ -97,7 +97,7 @@ def test_batch_axis_dispatches_bmm(runs):
 
 def test_compile_frames_one_hash_every_step(runs):
     """P1.15: compiled steps show the Dynamo/AOT/Inductor rows, with one CompiledFxGraph hash throughout."""
-    trace = Trace(ok(runs["01_compile"]).path("64_bf16_warm_compile.json"))
+    trace = Trace(ok(runs["01_compile"]).path(f"64_{CPU_DTYPE}_warm_compile.json"))
     hashes = set()
     for step in trace.steps:
         names = {e["name"] for e in trace.inside(step)}
@@ -112,7 +112,7 @@ def test_compile_frames_one_hash_every_step(runs):
 def test_compile_turns_mm_add_into_addmm_with_a_bias_copy(runs):
     """P1.16: one aten::addmm replaces aten::mm + aten::add; P1.17's CPU analogue: the bias is first
     copied into the output (aten::copy_ inside aten::addmm), then the GEMM accumulates onto it."""
-    trace = Trace(ok(runs["01_compile"]).path("64_bf16_warm_compile.json"))
+    trace = Trace(ok(runs["01_compile"]).path(f"64_{CPU_DTYPE}_warm_compile.json"))
     for step in trace.steps:
         (annotation,) = trace.inside(step, "matmul_add")
         (addmm,) = trace.inside(annotation, "aten::addmm")
@@ -131,7 +131,7 @@ def test_compiled_output_matches_eager(runs):
 
 def test_linear_is_transpose_plus_addmm_no_add(runs):
     """P2.1: aten::linear -> aten::t (metadata only) -> aten::addmm; no aten::add anywhere."""
-    trace = Trace(ok(runs["02_eager"]).path("1024x32x64_bf16_warm_eager.json"))
+    trace = Trace(ok(runs["02_eager"]).path(f"1024x32x64_{CPU_DTYPE}_warm_eager.json"))
     for step in trace.steps:
         (fwd,) = trace.inside(step, "linear_fwd")
         (linear,) = trace.inside(fwd, "aten::linear")
@@ -143,7 +143,7 @@ def test_linear_is_transpose_plus_addmm_no_add(runs):
 
 def test_compiled_linear_keeps_addmm_drops_transpose(runs):
     """P2.2: compiled Linear: the same aten::addmm, no aten::t in the compiled chain, plus compile rows."""
-    trace = Trace(ok(runs["02_compile"]).path("64x32x64_bf16_warm_compile.json"))
+    trace = Trace(ok(runs["02_compile"]).path(f"64x32x64_{CPU_DTYPE}_warm_compile.json"))
     for step in trace.steps:
         names = [e["name"] for e in trace.inside(step)]
         assert names.count("aten::addmm") == 1
@@ -154,7 +154,7 @@ def test_compiled_linear_keeps_addmm_drops_transpose(runs):
 
 def test_mlp_ops_per_step(runs):
     """P2.4 (CPU): per mlp_fwd, 3 aten::linear, one aten::gelu and one aten::mul."""
-    trace = Trace(ok(runs["03_eager"]).path("2x16x64x256_bf16_warm_eager.json"))
+    trace = Trace(ok(runs["03_eager"]).path(f"2x16x64x256_{CPU_DTYPE}_warm_eager.json"))
     for step in trace.steps:
         (fwd,) = trace.inside(step, "mlp_fwd")
         names = [e["name"] for e in trace.inside(fwd)]
@@ -165,7 +165,7 @@ def test_mlp_ops_per_step(runs):
 
 def test_compiled_mlp_fuses_gelu_mul_into_one_named_kernel(runs):
     """P2.7 (CPU analogue): 3 bare aten::mm and one Inductor C++ kernel fusing view + gelu + mul."""
-    trace = Trace(ok(runs["03_compile"]).path("2x16x64x256_bf16_warm_compile.json"))
+    trace = Trace(ok(runs["03_compile"]).path(f"2x16x64x256_{CPU_DTYPE}_warm_compile.json"))
     for step in trace.steps:
         names = [e["name"] for e in trace.inside(step)]
         fused = [n for n in names if re.fullmatch(r"graph_\d+_cpp_fused_\w*gelu_mul\w*", n)]
@@ -175,7 +175,7 @@ def test_compiled_mlp_fuses_gelu_mul_into_one_named_kernel(runs):
 
 
 def test_cpu_run_has_no_device_lane(runs):
-    events = load_events(ok(runs["01_default"]).path("64_bf16_cold_eager.json"))
+    events = load_events(ok(runs["01_default"]).path(f"64_{CPU_DTYPE}_cold_eager.json"))
     cats = {e.get("cat") for e in events}
     assert not cats & {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime"}
     assert "CUDA is not available: running on the CPU" in runs["01_default"].stdout

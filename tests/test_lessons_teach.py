@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from common.paths import parse_tag
-from conftest import DATA_TRACES, REPO, command_env, report_json, run_module, run_script, trace_of as trace
+from conftest import CPU_DTYPE, DATA_TRACES, REPO, command_env, report_json, run_module, run_script, trace_of as trace
 
 
 def findings(path: Path) -> dict[str, dict]:
@@ -29,8 +29,8 @@ def test_experiments_do_not_overwrite_the_default_run(runs):
     default = trace(runs["01_default"]).name
     experiment = trace(runs["01_cold_sched"]).name
     shaped = trace(runs["01_gzip"]).name
-    assert default == "64_bf16_cold_eager.json"
-    assert experiment == "64_bf16_cold_eager_sched-0-0-5.json"
+    assert default == f"64_{CPU_DTYPE}_cold_eager.json"
+    assert experiment == f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.json"
     assert shaped == "16_fp32_warm_eager_sched-0-0-4_shapes.json.gz"
     assert parse_tag(default).variants == ()
     assert parse_tag(experiment).variant("sched") == "0-0-5"
@@ -124,17 +124,17 @@ def test_printed_commands_work_from_another_folder(tmp_path):
     printed report/view commands run from here."""
     proc = run_script("01_matmul_add.py", "--size", "16", "--no-report", cwd=tmp_path, env={"COLUMNS": "300"})
     assert proc.returncode == 0, proc.stderr
-    assert proc.files() == ["16_bf16_cold_eager.json", "16_bf16_cold_eager.txt"]  # under tmp_path/traces
+    assert proc.files() == [f"16_{CPU_DTYPE}_cold_eager.json", f"16_{CPU_DTYPE}_cold_eager.txt"]  # under tmp_path/traces
     view = next(line.strip() for line in proc.stdout.splitlines() if "common.view" in line)
     words = shlex.split(view)
     assert words[:4] == ["uv", "run", "--project", os.path.relpath(REPO, tmp_path)] or words[3] == str(REPO)
-    assert words[-1] == "traces/01_matmul_add/16_bf16_cold_eager.json"
+    assert words[-1] == f"traces/01_matmul_add/16_{CPU_DTYPE}_cold_eager.json"
     report_cmd = words[:-2] + ["common.report", words[-1], "--short"]  # the printed command, as the reader types it
     ran = subprocess.run(report_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)  # `uv run ...` itself
     assert ran.returncode == 0, ran.stderr
-    assert "trace report traces/01_matmul_add/16_bf16_cold_eager.json" in ran.stdout
+    assert f"trace report traces/01_matmul_add/16_{CPU_DTYPE}_cold_eager.json" in ran.stdout
     listing = subprocess.run(words[:-1] + ["--list"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert listing.returncode == 0 and "traces/01_matmul_add/16_bf16_cold_eager.json" in listing.stdout
+    assert listing.returncode == 0 and f"traces/01_matmul_add/16_{CPU_DTYPE}_cold_eager.json" in listing.stdout
 
 
 # ----------------------------------------------------------------------------- 8. 80 columns
@@ -175,9 +175,9 @@ def test_list_reads_at_80_columns(runs):
     root = runs["01_cold_sched"].trace_dir
     out = _run80("common.view", "--list", root.name, cwd=root.parent)  # paths relative to where you stand
     lines = [line.strip() for line in out.splitlines()]
-    assert f"{root.name}/64_bf16_cold_eager_sched-0-0-5.json" in lines  # whole, on one line, to copy
-    assert f"{root.name}/64_bf16_cold_eager_sched-0-0-5.annotated.json" in lines
-    assert "size 64, bf16, cold, eager; sched-0-0-5" in out
+    assert f"{root.name}/64_{CPU_DTYPE}_cold_eager_sched-0-0-5.json" in lines  # whole, on one line, to copy
+    assert f"{root.name}/64_{CPU_DTYPE}_cold_eager_sched-0-0-5.annotated.json" in lines
+    assert f"size 64, {CPU_DTYPE}, cold, eager; sched-0-0-5" in out
 
 
 # ----------------------------------------------------------------------------- 9. noise on stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Trace, run_script
+from conftest import CPU_DTYPE, REPO, Trace, run_script
 
 from common import llm
 from common.errors import BadInput
@@ -151,7 +151,7 @@ def forwards(trace: Trace):
 
 def test_default_run_files_and_console(llm_runs):
     run = ok(llm_runs["default"])
-    assert run.files() == ["1x64x8_bf16_warm_eager_shapes.json", "1x64x8_bf16_warm_eager_shapes.txt"]
+    assert run.files() == [f"1x64x8_{CPU_DTYPE}_warm_eager_shapes.json", f"1x64x8_{CPU_DTYPE}_warm_eager_shapes.txt"]
     out = run.stdout.replace("\n", " ")
     assert "the weights are random" in out
     assert re.search(r"prefill\s+[\d,]+ tokens/s", out) and re.search(r"decode\s+[\d,]+ tokens/s", out)
@@ -162,7 +162,7 @@ def test_default_run_files_and_console(llm_runs):
 
 def test_variants_in_the_file_name(llm_runs):
     name = ok(llm_runs["eager_static"]).files()[0]
-    assert name == "1x16x4_bf16_warm_eager_attn-eager_cache-static.json"
+    assert name == f"1x16x4_{CPU_DTYPE}_warm_eager_attn-eager_cache-static.json"
     tag = parse_tag(name)
     assert tag.shape == (1, 16, 4) and tag.variant("attn") == "eager" and tag.variant("cache") == "static"
     assert tag.variant("model") is None  # the default model adds no variant
@@ -302,7 +302,7 @@ def test_local_checkpoint_with_a_prompt(llm_runs):
     """--model FOLDER (save_pretrained) loads with AutoModelForCausalLM.from_pretrained and AutoTokenizer;
     the prompt's 5 words are the prompt length, and the generated text is printed."""
     run = ok(llm_runs["compile_static"])
-    stem = "1x5x4_bf16_warm_compile_model-tiny-llama_cache-static"
+    stem = f"1x5x4_{CPU_DTYPE}_warm_compile_model-tiny-llama_cache-static"
     assert run.files() == [f"{stem}.json", f"{stem}.txt"]
     out = run.stdout.replace("\n", " ")
     assert "the weights are random" not in out and "2 layers of 64" in out

@@ -23,7 +23,7 @@ from common.commands import display_path  # paths as the commands print them (ru
 from common.paths import parse_tag
 from common.report import analyze
 from common.report.render import to_json
-from conftest import REPO
+from conftest import CPU_DTYPE, REPO
 
 TRACES = REPO / "tests" / "data" / "traces"
 RESNET = TRACES / "kineto" / "v100_resnet50_train.json.gz"
@@ -72,7 +72,7 @@ def assert_offline(text: str, page: Page) -> None:
 
 def test_page_for_a_cpu_lesson_run(runs):
     run = runs["01_cold_sched"]
-    html_path = run.trace_dir / "64_bf16_cold_eager_sched-0-0-5.html"
+    html_path = run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.html"
     text = html_path.read_text()
     page = Page(text)
     assert_offline(text, page)
@@ -180,7 +180,7 @@ def test_annotated_trace_reads_back_the_same(tmp_path, name):
 def test_annotated_lesson_trace_marks_the_findings_where_they_happen(runs):
     run = runs["01_cold_sched"]
     trace = lesson_trace(run)
-    annotated = run.trace_dir / "64_bf16_cold_eager_sched-0-0-5.annotated.json"
+    annotated = run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.annotated.json"
     assert parse_tag(annotated.name).variant("sched") == "0-0-5"
     doc = json.loads(annotated.read_text())
     slices = {e["name"]: e for e in doc["traceEvents"] if e.get("cat") == "finding" and e["ph"] == "X"}
@@ -234,7 +234,7 @@ def _not_blank(png: Path) -> bool:
 def test_pages_in_a_real_browser(runs, tmp_path, which):
     page = tmp_path / f"{which}.html"
     if which == "cpu":
-        shutil.copy(runs["01_cold_sched"].trace_dir / "64_bf16_cold_eager_sched-0-0-5.html", page)
+        shutil.copy(runs["01_cold_sched"].trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.html", page)
     elif which == "gpu":
         assert cli(RESNET, "--html", page).returncode == 0
     else:

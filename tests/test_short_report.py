@@ -9,7 +9,7 @@ from rich.console import Console
 
 import common.report as report
 from common.errors import BadInput
-from conftest import run_script
+from conftest import CPU_DTYPE, run_script
 
 
 def short_report_lines(monkeypatch, exc: Exception) -> list[str]:
@@ -44,7 +44,7 @@ def test_lesson_without_msgspec_exits_0_with_its_files(tmp_path):
     run = run_script("01_matmul_add.py", "--size", "16", "--device", "cpu", trace_dir=tmp_path / "out",
                      env={"PYTHONPATH": str(shim)})
     assert run.returncode == 0, run.stderr
-    assert run.files() == ["16_bf16_cold_eager.json", "16_bf16_cold_eager.txt"]
+    assert run.files() == [f"16_{CPU_DTYPE}_cold_eager.json", f"16_{CPU_DTYPE}_cold_eager.txt"]
     lines = [x for x in run.stdout.splitlines() if "trace report unavailable" in x]
     assert len(lines) == 1 and "No module named 'msgspec' (test shim)" in lines[0], run.stdout
     assert "Traceback" not in run.stderr
