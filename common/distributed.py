@@ -1,7 +1,7 @@
 """What a multi-process lesson needs besides its lesson: torchrun's ranks, the process group, a
 console only rank 0 prints to, every rank's files written together, and the job's report.
 
-``05_ddp.py`` runs as one process per rank under ``torchrun``, which sets ``RANK``,
+``06_ddp.py`` runs as one process per rank under ``torchrun``, which sets ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` in each process's environment.
 :func:`setup_ddp` checks the launch (and the devices: one GPU per rank), validates the flags like
 :func:`common.lesson.setup`, starts the process group (gloo on the CPU, NCCL on CUDA) and returns a
@@ -111,20 +111,20 @@ class DdpLesson(Lesson):
             dist.barrier()  # every rank wrote its files: now each renames them into place
         dist.barrier()  # every rank's files are in place (rank 0 reads them all next)
 
-    def finish(self, table: str) -> int:
-        """Rank 0: what every rank wrote, how to open the traces, the job's short report."""
-        if not self.ranks.speaks:
-            return 0
+    @property
+    def speaks(self) -> bool:
+        return self.ranks.speaks  # rank 0 prints; the others stay quiet
+
+    def say_written(self, table: str) -> None:
         c = self.console
         c.print(f"[bold]wrote[/] one table and one trace per rank ({self.ranks.world_size} ranks):")
         for path in self.job_traces:
             size = f"  ({path.stat().st_size / 1e6:.2f} MB)" if path.exists() else ""
             c.print(f"  {escape(display_path(path))}{size}", soft_wrap=True)
-        for line in table.splitlines():
-            if line.startswith("Self ") and "time total" in line:
-                c.print(f"  rank 0: {line}")
-        first, last = self.args.schedule.recorded[0], self.args.schedule.recorded[-1]
-        c.print(f"  each trace holds ProfilerStep#{first}..#{last}")
+        self.say_totals(table, who="rank 0: ")
+
+    def say_how_to_open(self) -> None:
+        c = self.console
         # every rank's trace as a shell pattern (left unquoted, so the shell expands it)
         suffix = self.trace_path.name[len(self.tag):]
         pattern = f"{shlex.quote(display_path(self.trace_path.parent))}/{self.job_tag}_rank*{suffix}"
@@ -133,24 +133,23 @@ class DdpLesson(Lesson):
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.view', self.rank_trace(0)))}[/]", soft_wrap=True)
         c.print("the report over every rank (step time, waiting in collectives, the straggler, overlap):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.report'))} {escape(pattern)}[/]", soft_wrap=True)
-        if not self.args.no_report:
+
+    def report(self) -> None:
+        """The job's short report; --html and --annotate: one page and one annotated copy per rank."""
+        a = self.args
+        if not a.no_report:
             from common.report import print_short_job_report  # prints one line if it cannot read the job
 
-            c.rule("what the traces say")
-            print_short_job_report(self.job_traces, console=c)
-        if self.args.html or self.args.annotate:  # one page and one annotated copy per rank's trace
+            self.console.rule("what the traces say")
+            print_short_job_report(self.job_traces, console=self.console)
+        if a.html or a.annotate:
             from common.report import lesson_report
 
             for trace in self.job_traces:
-                tag = trace.name[: -len(".json.gz" if self.args.gzip else ".json")]
-                lesson_report(trace, c, short=False,
-                              html=html_file(trace.parent, tag) if self.args.html else None,
-                              annotated=annotated_file(trace.parent, tag, self.args.gzip) if self.args.annotate else None)
-        if self.args.share:
-            from common.share import share
-
-            return share(self.trace_path.parent, self.args.share, console=c)
-        return 0
+                tag = trace.name[: -len(".json.gz" if a.gzip else ".json")]
+                lesson_report(trace, self.console, short=False,
+                              html=html_file(trace.parent, tag) if a.html else None,
+                              annotated=annotated_file(trace.parent, tag, a.gzip) if a.annotate else None)
 
 
 def _quiet_unless(speaks: bool) -> None:

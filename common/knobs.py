@@ -28,7 +28,7 @@ class ScheduleKnobs:
 
 @dataclass(frozen=True)
 class JobKnobs:
-    """One process of a multi-process job (05_ddp.py under torchrun): which job, which rank."""
+    """One process of a multi-process job (06_ddp.py under torchrun): which job, which rank."""
 
     id: str  # torchrun's run id, the same in every rank's trace of one launch
     rank: int
@@ -64,6 +64,7 @@ class RunKnobs:
     variants: dict[str, str] = field(default_factory=dict)  # a lesson's own knobs (attention, cache, ...)
     matmul_flops_per_step: int | None = None  # the workload's matrix-multiply arithmetic in one step
     job: JobKnobs | None = None  # set by a multi-process lesson: the job and this process's rank
+    guess: dict | None = None  # what the post expects one annotated call to run (common/guess.py)
     cpu: dict | None = None  # a CPU run's choices (common/cpu.py): threads, capability, dtype measured or given
 
     def to_json(self) -> str:
@@ -94,6 +95,7 @@ class RunKnobs:
                 variants={str(k): str(v) for k, v in (raw.get("variants") or {}).items()},
                 matmul_flops_per_step=int(raw["matmul_flops_per_step"]) if raw.get("matmul_flops_per_step") else None,
                 job=JobKnobs.from_json(raw.get("job")),
+                guess=raw["guess"] if isinstance(raw.get("guess"), dict) else None,
                 cpu=raw["cpu"] if isinstance(raw.get("cpu"), dict) else None,
             )
         except (KeyError, TypeError, ValueError):

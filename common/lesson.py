@@ -40,6 +40,8 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 if TYPE_CHECKING:
     import torch
 
+    from common.guess import Guess
+
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype -> the torch dtype's name
 # How far a compiled (or hand-tuned) output may stray from eager, relative to the output's scale.
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
@@ -48,7 +50,14 @@ MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this sh
 
 
 class _Parser(CommandParser):
-    """A parser that accepts ``--in_dim`` and ``--in-dim`` alike (and fails in one line)."""
+    """A parser that accepts ``--in_dim`` and ``--in-dim`` alike (and fails in one line). Under torchrun,
+    only local rank 0 says anything (--help, a usage error): the other ranks exit with it, quietly."""
+
+    def parse_args(self, *args, **kwargs):
+        if os.environ.get("LOCAL_RANK", "0") == "0":
+            return super().parse_args(*args, **kwargs)
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            return super().parse_args(*args, **kwargs)
 
     def add_argument(self, *names, **kwargs):
         spellings = list(names)
@@ -67,6 +76,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
     return value
 
 
@@ -221,35 +240,59 @@ class Lesson:
         )
         return ok
 
+    @property
+    def speaks(self) -> bool:
+        """Whether this process prints the lesson's last words (a multi-process lesson: rank 0 only)."""
+        return True
+
     def finish(self, table: str) -> int:
-        """Print what was written, the table's totals, how to open the trace, and the short report."""
+        """What was written, the table's totals, how to open the trace, the short report, the upload."""
+        if not self.speaks:
+            return 0
+        self.say_written(table)
+        self.say_how_to_open()
+        self.report()
+        if self.args.share:
+            from common.share import share
+
+            return share(self.trace_path.parent, self.args.share, console=self.console)
+        return 0
+
+    def say_written(self, table: str) -> None:
         c = self.console
-        c.print(f"[bold]wrote[/] {display_path(self.table_path)}")
-        c.print(f"[bold]wrote[/] {display_path(self.trace_path)}  ({self.trace_path.stat().st_size / 1e6:.2f} MB)")
+        c.print(f"[bold]wrote[/] {escape(display_path(self.table_path))}")
+        c.print(f"[bold]wrote[/] {escape(display_path(self.trace_path))}  "
+                f"({self.trace_path.stat().st_size / 1e6:.2f} MB)")
+        self.say_totals(table)
+
+    def say_totals(self, table: str, who: str = "") -> None:
+        """The table's total lines and the steps the trace holds."""
         for line in table.splitlines():
             if line.startswith("Self ") and "time total" in line:
-                c.print(f"  {line}")
+                self.console.print(f"  {who}{line}")
         first, last = self.args.schedule.recorded[0], self.args.schedule.recorded[-1]
-        c.print(f"  the trace holds ProfilerStep#{first}..#{last}")
+        self.console.print(f"  {'each' if who else 'the'} trace holds ProfilerStep#{first}..#{last}")
+
+    def say_how_to_open(self) -> None:
+        c = self.console
         c.print("open it offline in Perfetto (or drag the file into https://ui.perfetto.dev):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.view', self.trace_path))}[/]", soft_wrap=True)
         c.print("share a link (trace-util):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.share', self.trace_path.parent, '-b', 'BUCKET'))}[/]",
                 soft_wrap=True)
+
+    def report(self) -> None:
+        """The short report (unless --no-report), the HTML page (--html), the annotated trace (--annotate)."""
         a = self.args
-        if not a.no_report or a.html or a.annotate:
-            from common.report import lesson_report  # prints one line if it cannot read the trace
+        if a.no_report and not a.html and not a.annotate:
+            return
+        from common.report import lesson_report  # prints one line if it cannot read the trace
 
-            if not a.no_report:
-                c.rule("what the trace says")
-            lesson_report(self.trace_path, c, short=not a.no_report,
-                          html=html_file(self.trace_path.parent, self.tag) if a.html else None,
-                          annotated=annotated_file(self.trace_path.parent, self.tag, a.gzip) if a.annotate else None)
-        if self.args.share:
-            from common.share import share
-
-            return share(self.trace_path.parent, self.args.share, console=c)
-        return 0
+        if not a.no_report:
+            self.console.rule("what the trace says")
+        lesson_report(self.trace_path, self.console, short=not a.no_report,
+                      html=html_file(self.trace_path.parent, self.tag) if a.html else None,
+                      annotated=annotated_file(self.trace_path.parent, self.tag, a.gzip) if a.annotate else None)
 
 
 def _resolve_device(choice: str, console: Console) -> "torch.device":
@@ -328,6 +371,8 @@ def setup(
     needs_cuda: str | None = None,
     variants: Callable[[argparse.Namespace], Sequence[Variant]] | None = None,
     matmul_flops: Callable[[argparse.Namespace], int] | None = None,
+    guess: "Guess | Callable[[argparse.Namespace], Guess | None] | None" = None,
+    check: "Callable[[argparse.Namespace, torch.device], None] | None" = None,
     argv: Sequence[str] | None = None,
 ) -> Lesson:
     """Parse and validate everything, then describe the run on the console.
@@ -339,6 +384,9 @@ def setup(
     the file name and the trace's metadata; leave out a knob at its default value.
     ``matmul_flops`` counts the workload's matrix-multiply arithmetic per step (2*m*n*k per GEMM),
     so the report can say how fast the compute ran, and notice a machine too busy to judge.
+    ``guess`` is what the post expects one annotated call to run (:mod:`common.guess`; or a function
+    of the flags giving it): the report prints it against what ran, mismatches first.
+    ``check(args, device)`` refuses flags the device cannot run (``fail``), before anything is printed.
     """
     args = p.parse_args(argv)  # --help and bad values end here (a script parses once before importing torch)
     console = Console(highlight=False)
@@ -352,6 +400,8 @@ def setup(
         fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
              f"{needs_cuda}")
     device = _resolve_device(args.device, console)
+    if check is not None:
+        check(args, device)
     cpu_choice = None
     if device.type == "cpu":
         args.dtype, cpu_choice = cpu.choose(args.dtype, args.threads)
@@ -382,6 +432,7 @@ def setup(
         record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
         variants={k: v for k, v in own},
         matmul_flops_per_step=matmul_flops(args) if matmul_flops else None,
+        guess=_guess_json(guess, args),
         cpu=cpu.to_knobs(cpu_choice) if cpu_choice else None,
     )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
@@ -389,6 +440,11 @@ def setup(
     _quiet_what_the_lesson_explains(args)
     _describe(lesson, cpu_choice)
     return lesson
+
+
+def _guess_json(guess, args: argparse.Namespace) -> dict | None:
+    chosen = guess(args) if callable(guess) else guess
+    return chosen.to_json() if chosen is not None else None
 
 
 def _profiler_variants(args: argparse.Namespace, device: "torch.device") -> list[Variant]:

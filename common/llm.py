@@ -1,4 +1,4 @@
-"""What 04_llm.py needs besides its lesson: the model, the request's checks, the KV cache, the speeds.
+"""What 05_llm.py needs besides its lesson: the model, the request's checks, the KV cache, the speeds.
 
 :func:`plan` reads the flags and checks everything before a byte is allocated: where the model
 comes from (the default random Llama, a local folder, or a Hub id), that it is a causal LM, that
@@ -28,8 +28,6 @@ from rich.markup import escape
 from common.errors import fail
 from common.paths import Variant, slug
 
-ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
-CACHES = ("dynamic", "static")
 DEFAULT_MODEL = "random Llama"  # what the console calls the default model
 SEED = 0  # the default model's weights and the random prompt are the same on every run
 

@@ -25,6 +25,13 @@ CASES = {
     "no C++ compiler": ("03_simple_mlp.py", [*SMALL_MLP, "--compile"], {"CXX": "/nonexistent/g++"},
                         "needs a C++ compiler"),
     "kernels lesson without CUDA": ("03_kernels_mlp.py", [], {}, "03_simple_mlp.py --compile"),
+    "efficient on the CPU": ("04_c_sdpa_attention.py", ["--backend", "efficient"], {}, "does not exist on the CPU"),
+    "cudnn on the CPU": ("04_c_sdpa_attention.py", ["--backend", "cudnn", "--device", "cpu"], {},
+                         "on the CPU, SDPA has math, flash"),
+    "unknown backend": ("04_c_sdpa_attention.py", ["--backend", "xformers"], {}, "invalid choice: 'xformers'"),
+    "hub attention without CUDA": ("04_d_kernels_attention.py", [], {}, "04_c_sdpa_attention.py --backend flash"),
+    "zero head_dim, hyphenated": ("04_a_naive_attention.py", ["--head-dim", "0"], {}, "must be positive"),
+    "absurd seq": ("04_b_inplace_ops_attention.py", ["--seq", "10000000"], {}, "use smaller sizes"),
 }
 
 

@@ -1,4 +1,4 @@
-"""05_ddp.py under torchrun (gloo, two ranks on the CPU), and the report over a job's traces.
+"""06_ddp.py under torchrun (gloo, two ranks on the CPU), and the report over a job's traces.
 
 Two launches, one after the other (this machine has 2 cores): small gradient buckets with
 --record-shapes, and the straggler (rank 1 sleeps 50 ms every step, DDP's default buckets).
@@ -27,7 +27,7 @@ DELAY_MS = 50.0
 
 
 def torchrun(*args: str, trace_dir: Path) -> Run:
-    return run_torchrun("05_ddp.py", *args, trace_dir=trace_dir)
+    return run_torchrun("06_ddp.py", *args, trace_dir=trace_dir)
 
 
 def report(*args, columns: int = 200, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -181,7 +181,7 @@ def _rank_env(rank: int = 0, world: int = 2) -> dict:
 
 
 BAD_LAUNCHES = {
-    "run directly": (None, [], "torchrun --standalone --nproc-per-node 2 05_ddp.py"),
+    "run directly": (None, [], "torchrun --standalone --nproc-per-node 2 06_ddp.py"),
     "no such rank": (_rank_env(), ["--straggler", "2"], "--straggler 2: the ranks of this job are 0..1"),
     "delay alone": (_rank_env(), ["--delay-ms", "20"], "--delay-ms needs --straggler"),
 }
@@ -196,7 +196,7 @@ def bad_launches(tmp_path_factory):
     def launch(item):
         key, (env, args, _) = item
         folder = base / key.replace(" ", "_")
-        p = subprocess.run([sys.executable, str(REPO / "05_ddp.py"), *args, "--trace_dir", str(folder)],
+        p = subprocess.run([sys.executable, str(REPO / "06_ddp.py"), *args, "--trace_dir", str(folder)],
                            cwd=REPO, capture_output=True, text=True, env=env or clean, timeout=120)
         return key, (p, folder)
 

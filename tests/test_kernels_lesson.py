@@ -47,3 +47,29 @@ def test_pip_source_without_liger_says_how_to_install():
         assert "uv run --extra liger" in proc.stdout
     else:
         assert proc.returncode == 0 and "loaded LigerGEGLUMLP" in proc.stdout
+
+
+ATTENTION_SNIPPET = """
+import importlib.util, sys
+from common.errors import BadInput
+spec = importlib.util.spec_from_file_location("kernels_attention", "04_d_kernels_attention.py")
+lesson = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lesson)
+try:
+    flash = lesson.load_flash_attn()
+except BadInput as exc:
+    print(exc)
+    sys.exit(2)
+print("loaded", flash.flash_attn_func.__name__)
+"""
+
+
+def test_attention_hub_unreachable_says_what_to_run_instead(tmp_path):
+    """04_d_kernels_attention.py's loader, the Hub unreachable and nothing cached: one line naming the
+    pinned kernel and PyTorch's own flash attention to profile instead."""
+    proc = subprocess.run([sys.executable, "-c", ATTENTION_SNIPPET], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "kernels-community/flash-attn2 (version 3)" in proc.stdout
+    assert "04_c_sdpa_attention.py --backend flash" in proc.stdout
+    assert "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""04_llm.py on the CPU: the claims L.1-L.5 of the LLM lesson, a checkpoint from a local folder, bad input.
+"""05_llm.py on the CPU: the claims L.1-L.5 of the LLM lesson, a checkpoint from a local folder, bad input.
 
 Every run is a subprocess as a user would start it, with HF_HUB_OFFLINE=1 (no test needs the
 network) and OMP_NUM_THREADS=1 (two runs share this 2-core machine; two OpenMP teams of two
@@ -95,7 +95,7 @@ def llm_runs(folders, tmp_path_factory):
 
     def go(item):
         key, args = item
-        return key, run_script("04_llm.py", *args, trace_dir=base / key.replace(": ", "-").replace(" ", "_"),
+        return key, run_script("05_llm.py", *args, trace_dir=base / key.replace(": ", "-").replace(" ", "_"),
                                env=env)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -103,7 +103,7 @@ def llm_runs(folders, tmp_path_factory):
 
 
 def ok(run):
-    assert run.returncode == 0, f"04_llm.py {run.args} failed:\n{run.stdout}\n{run.stderr}"
+    assert run.returncode == 0, f"05_llm.py {run.args} failed:\n{run.stdout}\n{run.stderr}"
     return run
 
 
@@ -331,8 +331,8 @@ def test_bad_input_one_line_exit_2_nothing_written(llm_runs, name):
 
 @pytest.fixture(scope="module")
 def lesson_cli():
-    """04_llm.py's parser, to check the flags against a model without starting a run."""
-    spec = importlib.util.spec_from_file_location("llm_lesson", REPO / "04_llm.py")
+    """05_llm.py's parser, to check the flags against a model without starting a run."""
+    spec = importlib.util.spec_from_file_location("llm_lesson", REPO / "05_llm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.cli

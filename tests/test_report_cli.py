@@ -148,14 +148,17 @@ def _seconds(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
+LESSONS = sorted(p.name for p in REPO.glob("0[0-9]_*.py"))
+
+
 @pytest.mark.parametrize("cmd", [
-    [sys.executable, "01_matmul_add.py", "--help"],
+    *([sys.executable, lesson, "--help"] for lesson in LESSONS),
     [sys.executable, "01_matmul_add.py", "--size", "0"],
     [sys.executable, "03_simple_mlp.py", "--dtype", "int8"],
     [sys.executable, "02_linear.py", "--schedule", "1,1"],
     module_command("common.report", "--help"),
     module_command("common.view", "--bogus"),
-], ids=["lesson --help", "lesson --size 0", "lesson bad dtype", "lesson bad schedule", "report --help",
+], ids=[*(f"{lesson} --help" for lesson in LESSONS), "lesson --size 0", "lesson bad dtype", "lesson bad schedule", "report --help",
         "view bad flag"])
 def test_help_and_bad_flags_answer_before_torch(cmd):
     """No torch, no numpy for these: they answer within 1.5 s of a bare interpreter start (the best of three,

@@ -12,7 +12,7 @@ from common.report import analyze, report_json
 from common.report.render import render, render_short
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn"
-KNOBS = {"script": "04_llm", "tag": "1x128x4_bf16_warm_eager", "shape": [1, 128, 4], "dtype": "bf16",
+KNOBS = {"script": "05_llm", "tag": "1x128x4_bf16_warm_eager", "shape": [1, 128, 4], "dtype": "bf16",
          "device": "cuda", "warmup": True, "warmup_calls": 3, "compile": False, "compile_mode": "default",
          "schedule": {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}, "variants": {}}
 
@@ -121,7 +121,7 @@ def test_overhead_bound_phase_from_gpu_busy(tmp_path):
 
 
 def test_overhead_bound_phase_per_token_from_the_lesson_knobs(tmp_path):
-    """With 04_llm.py's knobs (1 x 128 prompt): 1 ms for 1 token vs 1 ms for 128: 128x per token."""
+    """With 05_llm.py's knobs (1 x 128 prompt): 1 ms for 1 token vs 1 ms for 128: 128x per token."""
     f = rules(llm_trace(tmp_path, knobs=KNOBS))["overhead_bound_phase"]
     assert f.evidence["tokens_per_call"] == 1 and f.evidence["reference_tokens_per_call"] == 128
     assert f.evidence["per_token_ratio"] == 128.0

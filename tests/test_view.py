@@ -307,9 +307,9 @@ def test_an_aborted_download_does_not_stop_it(tmp_path, viewer_factory):
 
 def test_list_shows_the_variants(tmp_path):
     root = tmp_path / "traces"
-    (root / "04_llm").mkdir(parents=True)
-    (root / "04_llm" / "1x128x32_bf16_warm_eager_attn-eager_cache-static.json").write_text("{}")
-    (root / "04_llm" / "1x128x32_bf16_warm_eager.json").write_text("{}")
+    (root / "05_llm").mkdir(parents=True)
+    (root / "05_llm" / "1x128x32_bf16_warm_eager_attn-eager_cache-static.json").write_text("{}")
+    (root / "05_llm" / "1x128x32_bf16_warm_eager.json").write_text("{}")
     r = run_view("--list", str(root))
     assert r.returncode == 0, r.stderr
     lines = [line.strip() for line in r.stdout.splitlines()]

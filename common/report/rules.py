@@ -996,12 +996,12 @@ def gemm_kernels(m: Model):
 
 
 def _tokens_per_call(m: Model) -> dict:
-    """Tokens per call of 04_llm.py's phases, from the knobs the lesson writes into its trace
+    """Tokens per call of 05_llm.py (04_llm.py before Part 3)'s phases, from the knobs the lesson writes into its trace
     (shape = batch x prompt length x new tokens); empty for any other trace."""
     from common.knobs import RunKnobs
 
     knobs = RunKnobs.from_json(m.meta.get("lesson"))
-    if knobs is None or knobs.script != "04_llm" or len(knobs.shape) != 3:
+    if knobs is None or knobs.script not in ("04_llm", "05_llm") or len(knobs.shape) != 3:
         return {}
     batch, prompt_len, _ = knobs.shape
     return {"prefill": batch * prompt_len, "decode": batch}

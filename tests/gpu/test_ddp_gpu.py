@@ -1,4 +1,4 @@
-"""05_ddp.py with NCCL, one rank per GPU. Skipped without at least two CUDA devices.
+"""06_ddp.py with NCCL, one rank per GPU. Skipped without at least two CUDA devices.
 
 Two launches on every GPU the machine has (DDP's default buckets, then rank 1 as a straggler) and
 one with a rank more than there are GPUs, which the lesson refuses.
@@ -27,7 +27,7 @@ DELAY_MS = 50.0
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     base = tmp_path_factory.mktemp("ddp_gpu")
-    runs = {key: run_torchrun("05_ddp.py", *SHAPES, "--device", "cuda", "--gzip", *extra, trace_dir=base / key,
+    runs = {key: run_torchrun("06_ddp.py", *SHAPES, "--device", "cuda", "--gzip", *extra, trace_dir=base / key,
                               nproc=GPUS)
             for key, extra in (("default", []), ("straggler", ["--straggler", "1", "--delay-ms", str(DELAY_MS)]))}
     for run in runs.values():
@@ -65,7 +65,7 @@ def test_job_report_on_gpus(jobs):
 
 
 def test_more_ranks_than_gpus_is_refused(tmp_path):
-    run = run_torchrun("05_ddp.py", *SHAPES, "--device", "cuda", trace_dir=tmp_path / "t", nproc=GPUS + 1)
+    run = run_torchrun("06_ddp.py", *SHAPES, "--device", "cuda", trace_dir=tmp_path / "t", nproc=GPUS + 1)
     ours = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
     assert run.returncode != 0 and len(ours) == 1, run.stderr  # torchrun adds its own failure summary
     assert f"started {GPUS + 1} ranks on this machine but it has {GPUS} GPUs" in ours[0]

@@ -1,4 +1,4 @@
-"""04_llm.py on a GPU: claim L.6. Skipped without CUDA.
+"""05_llm.py on a GPU: claim L.6. Skipped without CUDA.
 
 The default model is too small to keep a GPU busy even in prefill, so the busy/idle claim runs a
 wider random Llama (hidden 2048, 4 layers, ~0.3 B parameters) saved to a temporary folder, with a
@@ -46,7 +46,7 @@ def llm_gpu_runs(tmp_path_factory):
     }
     out = {}
     for key, args in plan.items():
-        run = run_script("04_llm.py", *args, "--device", "cuda", trace_dir=base / key, env=ENV, timeout=600)
+        run = run_script("05_llm.py", *args, "--device", "cuda", trace_dir=base / key, env=ENV, timeout=600)
         assert run.returncode == 0, run.stdout + run.stderr
         out[key] = run
     return out

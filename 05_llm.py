@@ -1,38 +1,47 @@
-"""Part 3 (ahead of the series): profile an LLM with transformers, prefill then decode.
+"""Beyond the posts: Part 3's attention inside a language model, prefill then decode (transformers).
 
-    uv run 04_llm.py                                          # a random 4-layer Llama: prefill vs decode
-    uv run 04_llm.py --attn eager                             # matmul + softmax instead of one SDPA op
-    uv run 04_llm.py --cache static                           # a preallocated KV cache written in place
-    uv run 04_llm.py --compile --cache dynamic                # the growing cache: recompile, then dynamic shapes
-    uv run 04_llm.py --compile --cache static                 # one compiled decode graph for every token
-    uv run 04_llm.py --compile --compile-mode reduce-overhead --cache static   # CUDA graphs (on a GPU)
-    uv run 04_llm.py --model FOLDER_OR_HUB_ID --prompt "The capital of France is"
+    uv run 05_llm.py                                          # a random 4-layer Llama: prefill vs decode
+    uv run 05_llm.py --attn eager                             # 04_a's matmul + softmax instead of one SDPA op
+    uv run 05_llm.py --cache static                           # a preallocated KV cache written in place
+    uv run 05_llm.py --compile --cache dynamic                # the growing cache: recompile, then dynamic shapes
+    uv run 05_llm.py --compile --cache static                 # one compiled decode graph for every token
+    uv run 05_llm.py --compile --compile-mode reduce-overhead --cache static   # CUDA graphs (on a GPU)
+    uv run 05_llm.py --model FOLDER_OR_HUB_ID --prompt "The capital of France is"
 
-One profiler step is one request: a `prefill` forward over the prompt fills the KV cache, then
---new-tokens `decode` forwards of one token each read it and add to it (greedy: the most likely
-token). With --compile the decode forward is compiled, as transformers' generate() does; prefill
-runs eager. The default model's weights are random (nothing to download).
-Writes traces/04_llm/<batch>x<prompt_len>x<new_tokens>_<dtype>_<warm>_<mode>.txt and .json, plus the
+Part 3 profiled one attention call; here it runs inside every layer of a model. One profiler step
+is one request: a `prefill` forward over the prompt fills the KV cache, then --new-tokens `decode`
+forwards of one token each read it and add to it (greedy: the most likely token). With --compile
+the decode forward is compiled, as transformers' generate() does; prefill runs eager. The default
+model's weights are random (nothing to download).
+Writes traces/05_llm/<batch>x<prompt_len>x<new_tokens>_<dtype>_<warm>_<mode>.txt and .json, plus the
 variants model-<name> (--model), attn-<name> (not sdpa) and cache-static.
 """
 
-import torch
-
-from common import llm
 from common.lesson import lesson_main, parser, positive_int, setup
 
-cli = parser("04_llm", __doc__, warmup_default=True)
+# transformers' attention implementations (sdpa: Part 3's 04_c; eager: its 04_a) and its KV caches
+ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
+CACHES = ("dynamic", "static")
+
+cli = parser("05_llm", __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=1, help="sequences per request (default: 1)")
 cli.add_argument("--prompt-len", type=positive_int, default=128,
                  help="prompt tokens per sequence, random ids (default: 128; --prompt sets it from the text)")
 cli.add_argument("--new-tokens", type=positive_int, default=32, help="decode forwards per request (default: 32)")
-cli.add_argument("--attn", choices=llm.ATTENTIONS, default="sdpa",
+cli.add_argument("--attn", choices=ATTENTIONS, default="sdpa",
                  help="attention implementation: sdpa (one fused op, default) or eager (matmul + softmax)")
-cli.add_argument("--cache", choices=llm.CACHES, default="dynamic",
+cli.add_argument("--cache", choices=CACHES, default="dynamic",
                  help="KV cache: dynamic (grows every token, default) or static (preallocated)")
 cli.add_argument("--model", default=None, metavar="ID_OR_FOLDER",
                  help="a causal LM checkpoint: a local folder or a Hugging Face Hub id (default: a random Llama)")
 cli.add_argument("--prompt", default=None, metavar="TEXT", help="with --model: tokenize TEXT as the prompt")
+
+if __name__ == "__main__":
+    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+
+import torch  # noqa: E402
+
+from common import llm  # noqa: E402
 
 
 @lesson_main

@@ -1,42 +1,23 @@
 """Beyond one process: profile DistributedDataParallel training, one trace per rank.
 
-    uv run torchrun --standalone --nproc-per-node 2 05_ddp.py                        # gloo on the CPU, NCCL on GPUs
-    uv run torchrun --standalone --nproc-per-node 2 05_ddp.py --bucket-cap-mb 1      # more, smaller all-reduces
-    uv run torchrun --standalone --nproc-per-node 2 05_ddp.py --straggler 1 --delay-ms 50   # rank 0 waits for rank 1
+    uv run torchrun --standalone --nproc-per-node 2 06_ddp.py                        # gloo on the CPU, NCCL on GPUs
+    uv run torchrun --standalone --nproc-per-node 2 06_ddp.py --bucket-cap-mb 1      # more, smaller all-reduces
+    uv run torchrun --standalone --nproc-per-node 2 06_ddp.py --straggler 1 --delay-ms 50   # rank 0 waits for rank 1
 
 A few GeGLU MLP blocks of 03_simple_mlp.py, trained with DDP: in the backward, DDP all-reduces
 each gradient bucket as soon as its gradients are ready, so communication can hide behind the rest
-of the backward. Every rank writes traces/05_ddp/<tag>_rank<k>.txt and .json; rank 0 prints the
+of the backward. Every rank writes traces/06_ddp/<tag>_rank<k>.txt and .json; rank 0 prints the
 console and, at the end, the report over every rank's trace.
 """
 
-import argparse
-import time
+from common.lesson import parser, positive_float, positive_int
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-from common.distributed import ddp_main, setup_ddp
-from common.lesson import parser, positive_int
-
-cli = parser("05_ddp", __doc__, warmup_default=True)
+cli = parser("06_ddp", __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch, on each rank (default: 8)")
 cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
 cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
 cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
 cli.add_argument("--blocks", type=positive_int, default=4, help="MLP blocks in the model (default: 4)")
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
-    return value
 
 
 cli.add_argument("--bucket-cap-mb", type=positive_float, default=None, metavar="MB",
@@ -46,6 +27,18 @@ cli.add_argument("--straggler", type=int, default=None, metavar="RANK",
                  help="make this rank sleep --delay-ms every step, so the others wait for it in the all-reduce")
 cli.add_argument("--delay-ms", type=positive_float, default=None, metavar="D",
                  help="the straggler's delay per step in ms (default with --straggler: 50)")
+
+if __name__ == "__main__":
+    cli.parse_args()  # --help, a bad flag or a bad value answer here (rank 0 only), before torch's import
+
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from common.distributed import ddp_main, setup_ddp  # noqa: E402
 
 
 # 1. The workload: the GeGLU MLP of 03_simple_mlp.py, a few blocks deep.

@@ -1,0 +1,153 @@
+"""Part 3 on the CPU: the four attention lessons, run as a user would, show what the post says (CLAIMS.md P3).
+
+The shapes are small (2 sequences, 4 heads, 256 tokens): the ops per forward do not depend on them.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import CPU_DTYPE, Trace, run_script
+
+SMALL = ["--batch", "2", "--heads", "4", "--seq", "256", "--head_dim", "64"]
+STEM = f"2x4x256x64_{CPU_DTYPE}_warm_eager"
+PLAN = {
+    "naive": ("04_a_naive_attention.py", SMALL),
+    "inplace": ("04_b_inplace_ops_attention.py", SMALL),
+    "math": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "math"]),
+    "flash": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "flash"]),
+    "auto": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "auto"]),
+    # bf16 inputs: the math backend's FP32 upcast (P3.6) shows only when the inputs are not fp32 already
+    "math_bf16": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "math", "--dtype", "bf16"]),
+}
+
+
+@pytest.fixture(scope="session")
+def attention_runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("attention")
+
+    def go(item):
+        key, (script, args) = item
+        return key, run_script(script, *args, trace_dir=base / key)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(go, PLAN.items()))
+
+
+def ok(run):
+    assert run.returncode == 0, f"{run.script} {run.args} failed:\n{run.stdout}\n{run.stderr}"
+    return run
+
+
+def trace(run) -> Trace:
+    (path,) = [p for p in ok(run).trace_dir.iterdir() if p.name.endswith(".json")]
+    return Trace(path)
+
+
+def forwards(t: Trace, annotation: str) -> list[dict]:
+    calls = [e for e in t.named(annotation) if e.get("cat") == "user_annotation"]
+    assert len(calls) == 3, [e["name"] for e in t.events[:20]]  # the default schedule's 3 active steps
+    return calls
+
+
+def children(t: Trace, outer: dict) -> list[str]:
+    """The ops directly under ``outer``, in order."""
+    inside = [e for e in t.inside(outer) if e.get("cat") == "cpu_op"]
+    return [e["name"] for e in inside if not any(o is not e and o["ts"] <= e["ts"] and
+                                                 e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in inside)]
+
+
+def aten_ops(t: Trace, outer: dict) -> int:
+    return sum(1 for e in t.inside(outer) if e["name"].startswith("aten::"))
+
+
+@pytest.mark.parametrize("key, name", [
+    ("naive", f"{STEM}.json"), ("inplace", f"{STEM}.json"), ("math", f"{STEM}_backend-math.json"),
+    ("flash", f"{STEM}_backend-flash.json"), ("auto", f"{STEM}_backend-auto.json"),
+])
+def test_files_named_by_the_run(attention_runs, key, name):
+    """Every backend's files sit side by side: the backend is in the name, auto included."""
+    run = ok(attention_runs[key])
+    assert run.files() == [name, name.replace(".json", ".txt")]
+
+
+def test_naive_forward_runs_the_guessed_ops(attention_runs):
+    """P3.1: inside attn_fwd the CPU lane shows matmul, mul, masked_fill, softmax, matmul."""
+    t = trace(attention_runs["naive"])
+    for fwd in forwards(t, "attn_fwd"):
+        ops = [n for n in children(t, fwd) if n not in ("aten::transpose",)]  # k.transpose(-2, -1): a view
+        assert ops == ["aten::matmul", "aten::mul", "aten::masked_fill", "aten::softmax", "aten::matmul"]
+
+
+def test_out_of_place_masked_fill_copies(attention_runs):
+    """P3.2 (CPU analogue of the Memcpy): aten::masked_fill -> aten::clone -> aten::copy_, then aten::masked_fill_."""
+    t = trace(attention_runs["naive"])
+    for fill in t.named("aten::masked_fill"):
+        assert children(t, fill)[-2:] == ["aten::clone", "aten::masked_fill_"]
+        (clone,) = t.inside(fill, "aten::clone")
+        assert "aten::copy_" in children(t, clone)
+
+
+def test_in_place_mask_has_no_copy_and_fewer_ops(attention_runs):
+    """P3.3: masked_fill_ writes in place: no aten::clone in the forward, fewer aten ops (45 -> 36 in fp32)."""
+    naive, inplace = trace(attention_runs["naive"]), trace(attention_runs["inplace"])
+    for fwd in forwards(inplace, "attn_fwd"):
+        assert "aten::masked_fill_" in children(inplace, fwd)
+        assert not inplace.inside(fwd, "aten::clone") and not inplace.inside(fwd, "aten::masked_fill")
+    n_naive = aten_ops(naive, forwards(naive, "attn_fwd")[-1])
+    n_inplace = aten_ops(inplace, forwards(inplace, "attn_fwd")[-1])
+    assert n_inplace < n_naive, (n_naive, n_inplace)
+    # the difference is the copy: masked_fill, clone, empty_like, empty, copy_ (and expand's views may differ)
+    assert n_naive - n_inplace >= 4
+
+
+def test_math_dispatches_more_ops_than_in_place(attention_runs):
+    """P3.5 (CPU): math's one call runs far more aten ops than the hand-written in-place forward."""
+    inplace, math = trace(attention_runs["inplace"]), trace(attention_runs["math"])
+    n_inplace = aten_ops(inplace, forwards(inplace, "attn_fwd")[-1])
+    n_math = aten_ops(math, forwards(math, "sdpa_fwd")[-1])
+    assert n_math >= 1.5 * n_inplace, (n_inplace, n_math)
+
+
+def test_math_upcasts_bf16_to_fp32(attention_runs):
+    """P3.6 (CPU analogue of sgemm vs s16816): with bf16 inputs, math converts q, k, v to fp32
+    (aten::_to_copy) before its aten::bmm, and the result back after."""
+    t = trace(attention_runs["math_bf16"])
+    for fwd in forwards(t, "sdpa_fwd"):
+        (math,) = t.inside(fwd, "aten::_scaled_dot_product_attention_math")
+        top = children(t, math)
+        assert top[:3] == ["aten::to"] * 3  # q, k and v upcast first
+        assert top[-1] == "aten::to"  # the output cast back
+        assert len(t.inside(math, "aten::bmm")) == 2
+
+
+def test_math_rebuilds_the_causal_mask_every_call(attention_runs):
+    """P3.7: aten::ones -> aten::tril, aten::scalar_tensor, aten::where, then aten::add_, in every forward."""
+    t = trace(attention_runs["math"])
+    for fwd in forwards(t, "sdpa_fwd"):
+        (math,) = t.inside(fwd, "aten::_scaled_dot_product_attention_math")
+        top = children(t, math)
+        i = top.index("aten::ones")
+        assert top[i:i + 4] == ["aten::ones", "aten::tril", "aten::scalar_tensor", "aten::where"]
+        assert "aten::add_" in top
+
+
+def test_math_calls_safe_softmax(attention_runs):
+    """P3.8: aten::_safe_softmax (softmax plus the guard against fully masked rows), not plain softmax."""
+    t = trace(attention_runs["math"])
+    for fwd in forwards(t, "sdpa_fwd"):
+        (safe,) = t.inside(fwd, "aten::_safe_softmax")
+        assert {"aten::softmax", "aten::where"} <= set(children(t, safe))
+
+
+@pytest.mark.parametrize("key", ["flash", "auto"])
+def test_flash_is_one_fused_op(attention_runs, key):
+    """P3.10 (CPU analogue): one aten::_scaled_dot_product_flash_attention_for_cpu per forward, with
+    transposes (views) and allocations around it and no bmm; auto picks it on the CPU."""
+    t = trace(attention_runs[key])
+    for fwd in forwards(t, "sdpa_fwd"):
+        assert len(t.inside(fwd, "aten::_scaled_dot_product_flash_attention_for_cpu")) == 1
+        assert not t.inside(fwd, "aten::bmm") and not t.inside(fwd, "aten::softmax")
+        assert len(t.inside(fwd, "aten::transpose")) >= 4
