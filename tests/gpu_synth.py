@@ -27,7 +27,8 @@ SPLITK_REDUCE = "void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, 
 MUL_BF16 = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, "
             "c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, ...)")
 MASKED_FILL = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::(anonymous "
-               "namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda(c10::BFloat16, bool)#1}> >(int, ...)")
+               "namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda(c10::BFloat16, bool)#1}> >"
+               "(int, ...)")
 SOFTMAX = ("void (anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, "
            "(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)")
 SOFTMAX_F32 = ("void (anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "

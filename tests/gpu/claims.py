@@ -534,7 +534,9 @@ def gemm_math(name: str) -> tuple[str, bool, str]:
 def _describe_gemm_math(name: str) -> str:
     dtype, tensor_cores, sign = gemm_math(name)
     where = "tensor cores" if tensor_cores else "CUDA cores"
-    return f"{_short(name, 60)} ({sign}: {dtype or 'dtype unknown'} on {where})" if sign else f"{_short(name, 60)} (no sign of its arithmetic)"
+    if not sign:
+        return f"{_short(name, 60)} (no sign of its arithmetic)"
+    return f"{_short(name, 60)} ({sign}: {dtype or 'dtype unknown'} on {where})"
 
 
 @check("P3.1")
@@ -869,7 +871,8 @@ def flash_occupancy(trace: GpuTrace):
     for k in kernels:
         fp = footprint(k, trace.props_of(k))
         reported = reported_occupancy(k)
-        need(fp.occupancy <= LOW_OCCUPANCY, f"the footprint leaves room for {fp.occupancy:.1f} % occupancy, not low: {fp.describe()}")
+        need(fp.occupancy <= LOW_OCCUPANCY,
+             f"the footprint leaves room for {fp.occupancy:.1f} % occupancy, not low: {fp.describe()}")
         need(isinstance(reported, (int, float)), "the flash kernel carries no 'est. achieved occupancy %'")
         if reported == 0 and fp.shared > fp.shared_per_block_limit:
             how = (f"the trace reads 0 %: {fp.shared:,} B shared memory per block is over the {fp.shared_per_block_limit:,} B "
@@ -913,7 +916,8 @@ def cudnn_kernel(trace: GpuTrace):
     through cuLaunchKernelEx (the driver's extended launch), not cudaLaunchKernel."""
     kernels = _one_kernel(trace, SDPA_FWD, CUDNN.pattern, "cudnn_generated sdpa flash_fprop")
     launches = {trace.launch_of(k)["name"] for k in kernels}
-    need(all(n.startswith("cuLaunchKernelEx") for n in launches), f"launched by {', '.join(sorted(launches))}, not cuLaunchKernelEx")
+    need(all(n.startswith("cuLaunchKernelEx") for n in launches),
+         f"launched by {', '.join(sorted(launches))}, not cuLaunchKernelEx")
     m = CUDNN.search(kernels[0]["name"])
     form = {"sm80": "the posts' A100 form", "sm90": "the Hopper form"}.get(m["sm"], f"a {m['sm']} build")
     knob = f", knob {m['knob']}" if m["knob"] else ""
