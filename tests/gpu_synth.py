@@ -404,10 +404,13 @@ def naive_attention(style: Style, *, steps: int = 3, inplace: bool = False, copy
     steps_of = {"matmul": None, "mul": scale, "mask": mask, "softmax": softmax}
     for _, step in _steps(b, steps):
         with step, b.cpu("attn_fwd", "user_annotation"):
-            gemm_names = iter((qk, av))
+            gemm_names = [qk, av]
             for what in ops or ("matmul", "mul", "mask", "softmax", "matmul"):
                 if what == "matmul":
-                    _matmul(b, next(gemm_names), gemm_us)
+                    if len(gemm_names) == 2:
+                        with b.cpu("aten::transpose"), b.cpu("aten::as_strided"):  # k.transpose(-2, -1): a view
+                            pass
+                    _matmul(b, gemm_names.pop(0), gemm_us)
                 else:
                     steps_of[what]()
             if stray_copy:
