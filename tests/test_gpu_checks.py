@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -155,6 +156,245 @@ def test_p2_9_liger_one_triton_kernel(style):
     assert holds(claims.liger_mlp(T(S.liger(style)))).startswith(f"one {S.GEGLU} per forward")
     fails(claims.liger_mlp(T(S.liger(style, compiled=True))), "compile frames")
     fails(claims.liger_mlp(T(S.liger(style, geglu_kernels=2))), "2 GeGLU kernels")
+
+
+# ----------------------------------------------------------------------------- Part 3: attention
+
+by_gpu = pytest.mark.parametrize("style", [S.A100, S.H200], ids=["A100", "H200"])
+
+
+def attn(style, key: str) -> claims.GpuTrace:
+    return T(S.attention_runs(style)[key][0])
+
+
+@by_gpu
+def test_p3_1_naive_ops_in_the_guessed_order(style):
+    assert holds(claims.naive_ops(attn(style, "attn_naive"))).startswith("attn_fwd -> matmul, mul, masked_fill, softmax")
+    fails(claims.naive_ops(T(S.naive_attention(style, ops=("matmul", "mask", "mul", "softmax", "matmul")))),
+          "attn_fwd runs aten::matmul, aten::masked_fill, aten::mul")
+
+
+@by_gpu
+def test_p3_2_naive_six_kernels_one_memcpy_from_masked_fill(style):
+    variant = holds(claims.naive_memcpy(attn(style, "attn_naive")))
+    assert variant.startswith("6 kernels per forward: 2 GEMMs, mul, Memcpy DtoD (Device -> Device) (from "
+                              "aten::masked_fill -> aten::clone -> aten::copy_)")
+    assert claims.naive_memcpy(attn(style, "attn_naive")).evidence == "the copy moves 268.4 MB"
+    fails(claims.naive_memcpy(T(S.naive_attention(style, copy=False))), "0 Memcpy in attn_fwd, expected one")
+    fails(claims.naive_memcpy(T(S.naive_attention(style, copy=False, stray_copy=True))),
+          "launched from ProfilerStep#2 -> attn_fwd -> aten::copy_, not from under aten::masked_fill")
+
+
+@by_gpu
+def test_p3_3_inplace_five_kernels_no_memcpy(style):
+    naive = attn(style, "attn_naive")
+    assert holds(claims.inplace_no_copy(attn(style, "attn_inplace"), naive)) == "5 kernels per forward, no Memcpy (naive: 6)"
+    fails(claims.inplace_no_copy(T(S.naive_attention(style, inplace=True, copy=True)), naive), "an aten::clone")
+    fails(claims.inplace_no_copy(T(S.naive_attention(style, inplace=True, stray_copy=True)), naive),
+          "6 kernels in attn_fwd, but its ops launched 5")
+    fails(claims.inplace_no_copy(attn(style, "attn_inplace"), attn(style, "attn_inplace")), "expected one fewer")
+
+
+@by_gpu
+def test_p3_4_math_slower_a_ratio_not_a_figure(style):
+    variant = holds(claims.math_slower(attn(style, "attn_inplace"), attn(style, "sdpa_math")))
+    assert re.fullmatch(r"math \d+\.\dx slower than the in-place attention \(the posts' A100: 3\.7x\)", variant)
+    slow_inplace = T(S.naive_attention(style, inplace=True, gemm_us=5000.0))
+    fails(claims.math_slower(slow_inplace, attn(style, "sdpa_math")), "math is not slower")
+
+
+@by_gpu
+def test_p3_5_math_launches_many_more_kernels(style):
+    assert holds(claims.math_many_kernels(attn(style, "attn_inplace"), attn(style, "sdpa_math"))).startswith(
+        "math 20 kernels per forward, in-place 5")
+    lean = T(S.math_attention(style, mask=False, safe_softmax=False, upcast=False))
+    fails(claims.math_many_kernels(attn(style, "attn_inplace"), lean), "math 6 kernels per forward, in-place 5")
+
+
+def test_p3_6_gemm_arithmetic_read_off_the_name():
+    assert claims.gemm_math("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn") == ("bf16", True, "s16816")
+    assert claims.gemm_math("ampere_sgemm_128x64_tn") == ("fp32", False, "sgemm")
+    assert claims.gemm_math("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(...)") == ("fp32", False, "sgemm")
+    assert claims.gemm_math(S.H200_ATTN.fp32_gemms[0]) == ("fp32", False, "ffma")
+    assert claims.gemm_math("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == ("bf16", True, "nvjet type code tst")
+    assert claims.gemm_math("nvjet_sm90_sss_128x128_32x4_1x1_v_NNT") == ("fp32", False, "nvjet type code sss")
+    assert claims.gemm_math("nvjet_sss_tf32_128x256_TNT") == ("tf32", True, "tf32")
+    assert claims.gemm_math("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+                            "execute_segment_k_off_kernel__5x_cublas") == ("bf16", True, "xmma")
+    assert claims.gemm_math(S.ADD)[0] == ""
+
+
+@by_gpu
+def test_p3_6_math_fp32_on_cuda_cores_naive_bf16_on_tensor_cores(style):
+    variant = holds(claims.math_fp32_gemms(attn(style, "attn_naive"), attn(style, "sdpa_math")))
+    if style is S.A100:
+        assert "A100 (Ampere) names: math ampere_sgemm_128x128_nn (sgemm: fp32 on CUDA cores)" in variant
+        assert "naive ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn (s16816: bf16 on tensor cores)" in variant
+    else:
+        assert "Hopper names: math sm80_xmma_gemm_f32f32_f32f32" in variant and "(ffma: fp32 on CUDA cores)" in variant
+        assert "(nvjet type code tst: bf16 on tensor cores)" in variant
+    naive, math = attn(style, "attn_naive"), attn(style, "sdpa_math")
+    fails(claims.math_fp32_gemms(naive, T(S.math_attention(style, gemms=style.attn.bf16_gemms))),
+          "math's GEMM is not fp32 (no upcast?)")
+    fails(claims.math_fp32_gemms(naive, T(S.math_attention(style, gemms=("nvjet_sss_tf32_128x256_TNT",) * 2))),
+          "runs its fp32 on tensor cores (tf32")
+    fails(claims.math_fp32_gemms(T(S.naive_attention(style, gemms=style.attn.fp32_gemms)), math),
+          "the naive GEMM is not bf16 on tensor cores")
+
+
+@by_gpu
+def test_p3_7_math_rebuilds_the_mask_every_forward(style):
+    variant = holds(claims.math_rebuilds_mask(attn(style, "sdpa_math")))
+    assert variant == ("every forward: aten::tril -> triu_tril kernel, aten::where -> 1 where kernel(s) for the mask "
+                       "(+1 in _safe_softmax), aten::add_ 1 kernel(s)")
+    fails(claims.math_rebuilds_mask(T(S.math_attention(style, mask=False))), "0 aten::tril in sdpa_fwd")
+
+
+@by_gpu
+def test_p3_8_math_calls_safe_softmax(style):
+    assert holds(claims.math_safe_softmax(attn(style, "sdpa_math"))).startswith(
+        "aten::_safe_softmax in every forward, 6 kernel(s) (the softmax and the fully-masked-row guard)")
+    fails(claims.math_safe_softmax(T(S.math_attention(style, safe_softmax=False))), "0 aten::_safe_softmax")
+
+
+@by_gpu
+def test_p3_9_efficient_one_fmha_kernel_decoded(style):
+    variant = holds(claims.efficient_kernel(attn(style, "sdpa_efficient")))
+    assert variant.startswith("one fmha_cutlassF_bf16_aligned_64x64_rf_sm80 per forward: fused MHA, CUTLASS forward, "
+                              "bf16, aligned, 64x64 tile, register file (rf), sm80")
+    assert ("built for sm80, running on NVIDIA H200 (sm_90)" in variant) == (style is S.H200)
+    fails(claims.efficient_kernel(T(S.sdpa_fused(style, "efficient", kernels=(S.EFFICIENT, S.EFFICIENT)))),
+          "2 fmha_cutlassF kernels")
+    fails(claims.efficient_kernel(T(S.sdpa_fused(style, "efficient", kernels=(S.EFFICIENT.replace("bf16", "f16"),)))),
+          "runs f16, not bf16")
+
+
+@by_gpu
+def test_p3_10_flash_one_kernel_ranking_reported_not_required(style):
+    math, efficient, cudnn = (attn(style, k) for k in ("sdpa_math", "sdpa_efficient", "sdpa_cudnn"))
+    verdict = claims.flash_fastest(attn(style, "sdpa_flash"), math, efficient, cudnn)
+    variant = holds(verdict)
+    assert variant.startswith("one pytorch_flash::flash_fwd_kernel per forward")
+    if style is S.A100:
+        assert "the fastest of 4 backends, as on the posts' A100" in variant
+        assert verdict.evidence.startswith("flash 146.8 µs, cuDNN 186.3 µs, efficient 277.9 µs, math ")
+    else:
+        assert "here cuDNN is the fastest (61.0 µs vs flash 95.0 µs) on NVIDIA H200 (sm_90)" in variant
+    assert "other fused backends not run" in holds(claims.flash_fastest(attn(style, "sdpa_flash")))
+    fails(claims.flash_fastest(T(S.sdpa_fused(style, "flash", kernels=(S.FLASH, S.FLASH)))), "2 pytorch_flash kernels")
+    fails(claims.flash_fastest(T(S.sdpa_fused(style, "flash", device_us=20_000.0)), math), "not faster than math")
+
+
+def test_p3_11_footprint_of_the_posts_kernels():
+    props = dict(S.A100_PROPS, computeMajor=8, computeMinor=0, numSms=108)
+    flash = {"name": "flash", "args": {"registers per thread": 255, "block": [128, 1, 1], "shared memory": 49152,
+                                       "grid": [8, 8, 16]}}
+    fp = claims.footprint(flash, props)
+    assert (fp.by_registers, fp.by_shared, fp.by_threads, fp.blocks, fp.warps, fp.max_warps) == (2, 3, 16, 2, 8, 64)
+    assert fp.occupancy == 12.5 and fp.estimate == 12.5
+    cudnn = {"name": "cudnn", "args": {"registers per thread": 240, "block": [256, 1, 1], "shared memory": 0,
+                                       "grid": [8, 16, 8]}}
+    assert (claims.footprint(cudnn, props).blocks, claims.footprint(cudnn, props).warps) == (1, 8)
+    few = {"name": "few", "args": {"registers per thread": 32, "block": [128, 1, 1], "shared memory": 0, "grid": [27, 1, 1]}}
+    assert claims.footprint(few, props).estimate == 1.5625  # a quarter block per SM: the launch, not the footprint, limits
+    fails(claims.flash_occupancy(T(S.sdpa_fused(S.A100, "flash", fp=(255, [128, 1, 1], 49152, 13))
+                                   | {"deviceProperties": []})), "the trace carries no deviceProperties")
+
+
+@by_gpu
+def test_p3_11_flash_low_occupancy_explained_by_its_footprint(style):
+    variant = holds(claims.flash_occupancy(attn(style, "sdpa_flash")))
+    assert "255 registers x 128 threads = 32,640 registers per block -> 2 block(s) by registers" in variant
+    assert "8 of 64 warps (12.5 %), limited by registers (the posts' A100 footprint)" in variant
+    assert f"the trace reads {style.attn.flash_fp[3]} %, the footprint gives 12.5 %" in variant
+    fails(claims.flash_occupancy(T(S.sdpa_fused(style, "flash", fp=(64, [128, 1, 1], 16384, 50)))),
+          "the footprint leaves room for 50.0 % occupancy, not low")
+    fails(claims.flash_occupancy(T(S.sdpa_fused(style, "flash", fp=(255, [128, 1, 1], 49152, 40)))),
+          "the trace reads 40 % but the footprint gives 12.5 %")
+    big = holds(claims.flash_occupancy(T(S.sdpa_fused(style, "flash", fp=(255, [128, 1, 1], 98304, 0)))))
+    assert "the trace reads 0 %: 98,304 B shared memory per block is over the 49,152 B" in big
+
+
+@by_gpu
+def test_p3_12_transposes_in_flash_and_efficient_not_cudnn(style):
+    flash, efficient, cudnn = (attn(style, k) for k in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn"))
+    assert holds(claims.transposes(flash, efficient, cudnn)) == (
+        "aten::transpose per forward: flash 4 (3 before the launch), efficient 4 (3 before the launch), cuDNN 0")
+    assert holds(claims.transposes(None, None, cudnn)) == "aten::transpose per forward: cuDNN 0"
+    fails(claims.transposes(flash, efficient, T(S.sdpa_fused(style, "cudnn", transposes=4))),
+          "cuDNN: 4 aten::transpose in a forward, expected 0")
+    fails(claims.transposes(T(S.sdpa_fused(style, "flash", transposes=3)), efficient, cudnn), "flash: 3 aten::transpose")
+    fails(claims.transposes(None, None, None), "no flash, efficient or cuDNN run")
+
+
+@by_gpu
+def test_p3_13_cudnn_one_generated_kernel_launched_by_cuLaunchKernelEx(style):
+    variant = holds(claims.cudnn_kernel(attn(style, "sdpa_cudnn")))
+    if style is S.A100:
+        assert variant.startswith("one cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64 per "
+                                  "forward via cuLaunchKernelEx (the posts' A100 form: sm80, wmma f16, knob 6")
+    else:
+        assert "(the Hopper form: sm90, wgmma f16, knob 7, tile 64x128x64)" in variant
+    fails(claims.cudnn_kernel(T(S.sdpa_fused(style, "cudnn", launch="cudaLaunchKernel"))),
+          "launched by cudaLaunchKernel, not cuLaunchKernelEx")
+    fails(claims.cudnn_kernel(T(S.sdpa_fused(style, "cudnn", kernels=(style.attn.cudnn, S.FILL)))),
+          "sdpa_fwd launched 2 kernels, expected the cudnn_generated sdpa flash_fprop one alone")
+
+
+@by_gpu
+def test_p3_14_cudnn_occupancy_a_gap_the_footprint_one_block(style):
+    variant = holds(claims.cudnn_occupancy(attn(style, "sdpa_cudnn")))
+    assert variant.startswith("reads 0 %: its ") and "over the 49,152 B that Kineto's estimate allows" in variant
+    assert "-> 1 block(s) by registers" in variant and ": 1 block(s) x " in variant
+    regs, block, smem, _ = style.attn.cudnn_fp
+    small = holds(claims.cudnn_occupancy(T(S.sdpa_fused(style, "cudnn", fp=(regs, block, 32768, 0)))))
+    assert small.startswith("reads 0 % for a cuLaunchKernelEx launch, the posts' driver-API gap")
+    reported = holds(claims.cudnn_occupancy(T(S.sdpa_fused(style, "cudnn", fp=(regs, block, smem, 12)))))
+    assert reported.startswith("reads 12 % here (the posts' A100 read 0 %)")
+    fails(claims.cudnn_occupancy(T(S.sdpa_fused(style, "cudnn", fp=(64, [256, 1, 1], 16384, 0)))),
+          "the footprint leaves room for 4 blocks")
+
+
+@by_gpu
+def test_p3_15_cudnn_costliest_on_the_cpu_in_the_library(style):
+    flash, efficient = attn(style, "sdpa_flash"), attn(style, "sdpa_efficient")
+    verdict = claims.cudnn_cpu_cost(attn(style, "sdpa_cudnn"), flash, efficient)
+    assert holds(verdict).startswith("cuDNN the costliest on the CPU per forward (cuDNN ")
+    assert "of it is the self time of scaled_dot_product_attention, _scaled_dot_product_cudnn_attention, " \
+           "_cudnn_attention_forward" in verdict.variant
+    assert verdict.evidence.startswith("self time per forward: aten::scaled_dot_product_attention ")
+    fails(claims.cudnn_cpu_cost(T(S.sdpa_fused(style, "cudnn", cpu_us=40.0)), flash, efficient),
+          "cuDNN is not the costliest on the CPU")
+    lean = S.sdpa_fused(style, "efficient", cpu_us=400.0)  # CPU time spent outside the SDPA ops' own time
+    fails(claims.cudnn_cpu_cost(T(lean), flash, efficient), "of cuDNN's forward, not most of it")
+
+
+@by_gpu
+def test_p3_16_hub_one_flash_kernel_of_its_own(style):
+    assert holds(claims.hub_flash_kernel(attn(style, "attn_hub"))).startswith("one flash::flash_fwd_kernel")
+    fails(claims.hub_flash_kernel(T(S.hub_attention(style, kernels=(S.FLASH,)))), "the kernel is PyTorch's own")
+    fails(claims.hub_flash_kernel(T(S.hub_attention(style, kernels=(S.HUB_FLASH, S.HUB_FLASH)))), "2 flash forward kernels")
+
+
+@pytest.mark.skipif(not A100_TRACE.exists(), reason="the real traces are not present")
+def test_footprint_reproduces_kinetos_occupancy_estimate_on_real_traces():
+    """The calculator against Kineto's own 'est. achieved occupancy %' (A100 and V100): within a point for
+    every kernel of up to 48 KB shared memory per block; above that Kineto reads 0, whatever the launch."""
+    for path in (A100_TRACE, DATA_TRACES / "kineto" / "v100_resnet50_train.json.gz"):
+        trace = claims.GpuTrace.read(path)
+        seen, launches = {"estimated": 0, "over 48 KB": 0}, set()
+        for k in trace.kernels:
+            reported = claims.reported_occupancy(k)
+            fp = claims.footprint(k, trace.props_of(k))
+            if fp.shared > fp.shared_per_block_limit:
+                assert reported == 0, (k["name"], reported)
+                seen["over 48 KB"] += 1
+                launches.add(trace.launch_of(k)["name"])
+            else:
+                assert abs(fp.estimate - reported) <= 1, (k["name"], k["args"], fp)
+                seen["estimated"] += 1
+        assert seen["estimated"] > 5000 and (seen["over 48 KB"] > 1000) == (path == A100_TRACE), seen
+        assert launches <= {"cudaLaunchKernel"}  # the runtime API, not a driver-API launch, and still 0 %
 
 
 # ----------------------------------------------------------------------------- plumbing

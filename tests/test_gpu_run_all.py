@@ -21,11 +21,21 @@ import claims  # noqa: E402
 import claims_doc  # noqa: E402
 import gpu_synth as S  # noqa: E402
 from conftest import REPO  # noqa: E402
+import lesson_runs as LR  # noqa: E402
 import run_all  # noqa: E402
 import wheels as W  # noqa: E402
 from lesson_runs import RUNS  # noqa: E402
 
 DOC = REPO / "docs" / "gpu-claims.md"
+HUB_RUN = "attn_hub"
+
+
+@pytest.fixture(autouse=True)
+def no_hub(tmp_path, monkeypatch):
+    """No test asks the Hugging Face Hub, and its local cache is an empty folder of the test's own."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.delenv("KERNELS_CACHE", raising=False)
 
 
 def plan_for(out: Path, *extra: str):
@@ -52,8 +62,14 @@ def test_dry_run_prints_every_post_command_and_writes_nothing(tmp_path):
     lines = p.stdout.splitlines()
     for run in RUNS:
         (line,) = [x for x in lines if x.split()[:1] == [run.key]]
-        assert f"python {run.script} {' '.join(run.args)} --device cuda --gzip --trace_dir {out}/runs/{run.key}" in line
+        assert f"python {' '.join((run.script, *run.args))} --device cuda --gzip --trace_dir {out}/runs/{run.key}" in line
     assert any("--source pip" in x for x in lines if x.split()[:1] == ["liger"])
+    for key, command in (("attn_naive", "04_a_naive_attention.py --device"),
+                         ("attn_inplace", "04_b_inplace_ops_attention.py --device"),
+                         *((f"sdpa_{b}", f"04_c_sdpa_attention.py --backend {b} --device")
+                           for b in ("math", "efficient", "flash", "cudnn")),
+                         ("attn_hub", "04_d_kernels_attention.py --device")):
+        assert any(x.split()[:1] == [key] and f"python {command}" in x for x in lines), key
     (tests,) = [x for x in lines if x.startswith("tests ")]
     assert " -m pytest tests/gpu " in tests and f"GPU_RUNS_DIR={out}/runs" in tests
     assert "fixtures.tar.gz" in p.stdout and "gpu-claims.md" in p.stdout
@@ -108,6 +124,69 @@ def test_without_cuda_says_so_and_writes_nothing(tmp_path):
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
         "error: no CUDA device: run_all.py runs the lessons on a GPU (--dry-run prints the plan anywhere)"]
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- the Hub kernel's run
+
+
+def hub_command(out: Path, monkeypatch, reachable: bool = False, kernels: bool = True) -> run_all.Command:
+    monkeypatch.setattr(LR, "hub_reachable", lambda: reachable)
+    real = run_all._importable
+    monkeypatch.setattr(run_all, "_importable", lambda m: kernels if m == "kernels" else real(m))
+    (command,) = plan_for(out, "--runs", HUB_RUN).lessons
+    return command
+
+
+def test_hub_run_skipped_offline_without_the_kernel_in_the_cache(tmp_path, monkeypatch):
+    command = hub_command(tmp_path / "out", monkeypatch)
+    assert command.skip == (f"HF_HUB_OFFLINE is set and kernels-community/flash-attn2 (version 3) is not in the "
+                            f"local cache ({tmp_path / 'hf-cache'}): run it where the Hub is reachable, or fill the cache first")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert hub_command(tmp_path / "out", monkeypatch).skip.startswith(
+        "the Hugging Face Hub is unreachable from here and kernels-community/flash-attn2 (version 3) is not in")
+    assert hub_command(tmp_path / "out", monkeypatch, kernels=False).skip == "kernels is neither installed nor carried"
+
+
+@pytest.mark.parametrize("kind", ["kernels", "models"])
+def test_hub_run_reads_the_local_cache_offline(tmp_path, monkeypatch, kind):
+    folder = tmp_path / "hf-cache" / f"{kind}--kernels-community--flash-attn2"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "v2").write_text("abc\n")
+    assert hub_command(tmp_path / "out", monkeypatch).skip  # another version is not enough
+    (folder / "refs" / "v3").write_text("def\n")
+    command = hub_command(tmp_path / "out", monkeypatch)
+    assert not command.skip and command.env == (("HF_HUB_OFFLINE", "1"),)
+    assert command.note == f"kernels-community/flash-attn2: from the local cache {folder}, offline"
+    (line,) = [x for x in run_all.describe(plan_for(tmp_path / "out", "--runs", HUB_RUN)) if x.split()[:1] == [HUB_RUN]]
+    assert f"{HUB_RUN}          HF_HUB_OFFLINE=1 python 04_d_kernels_attention.py --device cuda" in line
+    assert line.endswith(f"[kernels-community/flash-attn2: from the local cache {folder}, offline]")
+
+
+def test_hub_run_from_the_hub_when_it_answers(tmp_path, monkeypatch):
+    command = hub_command(tmp_path / "out", monkeypatch, reachable=True)
+    assert (command.skip, command.env, command.note) == ("", (), "kernels-community/flash-attn2: from the Hugging Face Hub")
+
+
+def test_hub_asked_once_and_only_for_a_hub_run(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(LR, "hub_reachable", lambda: asked.append(1) or False)
+    plan_for(tmp_path / "out", "--runs", "p1_64,attn_naive")
+    assert asked == []
+    plan_for(tmp_path / "out", "--runs", f"{HUB_RUN},p1_64,{HUB_RUN}")
+    assert len(asked) == (1 if importlib.util.find_spec("kernels") else 0)
+
+
+def test_offline_hub_is_not_asked(monkeypatch):
+    monkeypatch.setattr(LR.socket, "create_connection", lambda *a, **k: pytest.fail("the Hub was asked"))
+    assert LR.hub_reachable() is False
+
+
+def test_a_run_gets_its_own_environment(tmp_path):
+    folder = tmp_path / "runs" / "k"
+    code = "import os, sys; print(os.environ.get('HF_HUB_OFFLINE'), os.environ.get('OTHER'), sys.argv[-1])"
+    command = run_all.Command("k", (sys.executable, "-c", code, str(folder)), env=(("HF_HUB_OFFLINE", "1"),))
+    result = run_all.run_lesson(command, {"OTHER": "kept", "PATH": "/usr/bin:/bin"}, 60)
+    assert result["returncode"] == 0 and (folder / "run.log").read_text().split() == ["1", "kept", str(folder)]
 
 
 # ----------------------------------------------------------------------------- carried wheels
@@ -183,7 +262,8 @@ def test_tests_doc_and_fixtures_on_synthetic_runs(tmp_path):
         assert run_all.write_report(runs / key, env) == "ok"
     assert run_all.run_tests(plan, env) == 1  # P2.4 does not hold
     verdicts = claims_doc.read_verdicts(plan.out / "claims.jsonl")
-    assert sorted(verdicts) == ["P1.11", "P1.12", "P1.16", "P1.17", "P1.3", "P1.4", "P2.1", "P2.4", "P2.7"]
+    assert sorted(verdicts) == sorted(["P1.11", "P1.12", "P1.16", "P1.17", "P1.3", "P1.4", "P2.1", "P2.4", "P2.7"]
+                                      + [f"P3.{i}" for i in range(1, 17)])
     assert [c for c, v in verdicts.items() if not v["holds"]] == ["P2.4"]
     run_all.fill_doc(plan, dict(gpu="NVIDIA H200", torch="2.15.0+cu128"))
     filled = {line.split("|")[1].strip(): line.split("|")[-2].strip()
@@ -193,6 +273,10 @@ def test_tests_doc_and_fixtures_on_synthetic_runs(tmp_path):
     assert filled["P2.4"].startswith("NVIDIA H200, torch 2.15.0+cu128: DOES NOT HOLD: aten::gelu launched 2 kernels")
     assert filled["P2.9"].startswith("NVIDIA H200, torch 2.15.0+cu128: skipped: no liger run in GPU_RUNS_DIR")
     assert filled["P2.3"].startswith("NVIDIA H200, torch 2.15.0+cu128: gemm_kernels on linear: GEMM kernels")
+    assert filled["P3.10"].startswith("NVIDIA H200, torch 2.15.0+cu128: holds: one pytorch_flash::flash_fwd_kernel per "
+                                      "forward; here cuDNN is the fastest")
+    assert filled["P3.13"].startswith("NVIDIA H200, torch 2.15.0+cu128: holds: one cudnn_generated_fort_native_sdpa_sm90")
+    assert filled["P3.17"] == ""
     assert "kernel_gap did not fire on p1_64_active20" in filled["P1.8"]
     assert "no report for p1_64_wait0" in filled["P1.8"]
     assert filled["P2.8"] == "" and DOC.read_text() != (plan.out / "gpu-claims.md").read_text()

@@ -65,9 +65,9 @@ def check(claim: str):
 
     def wrap(fn):
         @functools.wraps(fn)
-        def run(*args) -> Verdict:
+        def run(*args, **kwargs) -> Verdict:
             try:
-                variant, evidence = fn(*args)
+                variant, evidence = fn(*args, **kwargs)
             except Broken as exc:
                 return Verdict(claim, False, "", str(exc))
             return Verdict(claim, True, variant, evidence)
@@ -102,8 +102,11 @@ class GpuTrace:
         self.by_corr: dict = {}
         for e in self.kernels + self.memcpys:
             self.by_corr.setdefault(_corr(e), []).append(e)
+        self.runtime_by_corr = {_corr(e): e for e in events if e.get("cat") in RUNTIME_CATS and _corr(e) is not None}
         device = self.kernels[0].get("args", {}).get("device") if self.kernels else None
         self.gpu = gpu_of(doc.get("deviceProperties"), device)
+        props = doc.get("deviceProperties")
+        self.device_props = [d for d in props if isinstance(d, dict)] if isinstance(props, list) else []
 
     @classmethod
     def read(cls, path) -> "GpuTrace":
@@ -141,6 +144,39 @@ class GpuTrace:
 
     def kernels_of(self, outer: dict) -> list[dict]:
         return [e for e in self.device_work_of(outer) if e.get("cat") in KERNEL_CATS]
+
+    def launch_of(self, work: dict) -> dict:
+        """The runtime/driver call that launched a kernel or copy (by correlation id)."""
+        call = self.runtime_by_corr.get(_corr(work))
+        need(call is not None, f"no runtime call launched {work['name'][:60]}")
+        return call
+
+    def ancestors(self, event: dict) -> list[dict]:
+        """The CPU events enclosing ``event`` on its thread, outermost first (its call chain)."""
+        end = event["ts"] + event["dur"]
+        return [e for e in self.events
+                if e is not event and e.get("tid") == event.get("tid") and e.get("pid") == event.get("pid")
+                and e.get("cat") not in RUNTIME_CATS and e["ts"] <= event["ts"] and e["ts"] + e["dur"] >= end - 1e-3]
+
+    def children(self, outer: dict) -> list[dict]:
+        """The events directly under ``outer`` (not nested in another of its events), in time order."""
+        out, end = [], float("-inf")
+        for e in self.inside(outer):
+            if e["ts"] >= end - 1e-3:
+                out.append(e)
+                end = e["ts"] + e["dur"]
+        return out
+
+    def self_us(self, op: dict) -> float:
+        """An op's own CPU time: its duration less that of the events directly under it."""
+        return op["dur"] - sum(c["dur"] for c in self.children(op))
+
+    def props_of(self, kernel: dict) -> dict:
+        """The deviceProperties entry of the device a kernel ran on (else the first)."""
+        device = kernel.get("args", {}).get("device")
+        chosen = [d for d in self.device_props if d.get("id") == device] or self.device_props[:1]
+        need(chosen, f"{self.source}: the trace carries no deviceProperties")
+        return chosen[0]
 
 
 def _corr(e: dict):
@@ -408,3 +444,541 @@ def liger_mlp(trace: GpuTrace):
         need(len(geglu) == 1, f"{len(geglu)} GeGLU kernels in a step, expected one")
         kernels.update(geglu)
     return f"one {', '.join(sorted(kernels))} per forward, 3 aten::linear, no compile frames", ""
+
+
+# ----------------------------------------------------------------------------- Part 3: attention
+
+NAIVE_FWD, SDPA_FWD, HUB_FWD = "attn_fwd", "sdpa_fwd", "kernels_attn_fwd"  # the lessons' annotations
+GEMM_OPS = ("aten::bmm", "aten::mm", "aten::baddbmm")
+
+
+def forwards(trace: GpuTrace, name: str) -> list[dict]:
+    """The annotated forward of every step (one per step)."""
+    return [trace.one(step, name) for step in _steps(trace)]
+
+
+def device_us_per_forward(trace: GpuTrace, name: str) -> float:
+    """The device time of the kernels and copies a forward launched, averaged over the steps: the
+    profiler table's CUDA time of the ``*_fwd`` row."""
+    times = [sum(w["dur"] for w in trace.device_work_of(fwd)) for fwd in forwards(trace, name)]
+    return sum(times) / len(times)
+
+
+def cpu_us_per_forward(trace: GpuTrace, name: str) -> float:
+    times = [fwd["dur"] for fwd in forwards(trace, name)]
+    return sum(times) / len(times)
+
+
+def _short(name: str, width: int = 70) -> str:
+    # short_name folds a trailing "(...)" greedily: "(anonymous namespace)::" would swallow the whole name
+    return trace_names.short_name(name.replace("(anonymous namespace)::", ""), width)
+
+
+def _names(events: list[dict]) -> str:
+    return ", ".join(_short(e["name"], 50) for e in events) or "none"
+
+
+def _counts(values) -> str:
+    return "/".join(str(v) for v in sorted(set(values)))
+
+
+def _gemm_ops(trace: GpuTrace, fwd: dict) -> list[dict]:
+    return [e for e in trace.inside(fwd) if e["name"] in GEMM_OPS]
+
+
+def _naming(names) -> str:
+    """Which family of kernel names a run shows: the posts' A100 (Ampere) or Hopper's."""
+    low = " ".join(names).lower()
+    if "nvjet" in low or "sm90" in low:
+        return "Hopper names"
+    if "ampere" in low or "sm80" in low:
+        return "A100 (Ampere) names"
+    return "names of neither the posts' A100 nor Hopper"
+
+
+def gemm_math(name: str) -> tuple[str, bool, str]:
+    """What a GEMM kernel's name says of its arithmetic: (dtype, on tensor cores, the part of the name
+    that says so); dtype is '' when the name does not say.
+
+    fp32 on CUDA cores: ``sgemm`` (``ampere_sgemm_*``, ``cutlass_80_simt_sgemm_*``), ``ffma``
+    (``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...``, which cuBLAS also runs on Hopper), ``simt``,
+    nvjet's type code ``sss`` (Hopper's wgmma has no plain-fp32 form). TF32 on tensor cores: ``tf32``.
+    bf16/fp16 on tensor cores: an MMA shape (``s16816``), ``wgmma``, ``tensorop``, ``xmma`` or nvjet's
+    ``t``/``h`` type codes (``tst``).
+    """
+    low = name.lower()
+    if "tf32" in low:
+        return "tf32", True, "tf32"
+    decoded = trace_names.decode_gemm(name) or {}
+    code = decoded.get("types", "") if decoded.get("library") == "cuBLAS (nvjet)" else ""
+    if code[:1] == "s":
+        return "fp32", False, f"nvjet type code {code}"
+    if code[:1] in ("t", "h"):
+        return ("bf16" if code[0] == "t" else "fp16"), True, f"nvjet type code {code}"
+    for sign in ("sgemm", "ffma", "simt"):
+        if sign in low:
+            return "fp32", False, sign
+    if re.search(r"gemm_f32f32_f32f32", low):
+        return "fp32", False, "f32f32_f32f32"
+    m = re.search(r"[sh]?(16816|16832|1688|884)|wgmma|tensorop|hmma|xmma", low)
+    if m:
+        dtype = "bf16" if "bf16" in low else "fp16" if re.search(r"f16|fp16|half|h(16816|1688)", low) else ""
+        return dtype, True, m.group(0)
+    return "", False, ""
+
+
+def _describe_gemm_math(name: str) -> str:
+    dtype, tensor_cores, sign = gemm_math(name)
+    where = "tensor cores" if tensor_cores else "CUDA cores"
+    if not sign:
+        return f"{_short(name, 60)} (no sign of its arithmetic)"
+    return f"{_short(name, 60)} ({sign}: {dtype or 'dtype unknown'} on {where})"
+
+
+@check("P3.1")
+def naive_ops(trace: GpuTrace):
+    """Naive attention: the ops directly under attn_fwd are the guessed five, in order: matmul, mul
+    (the scale), masked_fill, softmax, matmul (views such as k.transpose(-2, -1) aside)."""
+    guessed = ["aten::matmul", "aten::mul", "aten::masked_fill", "aten::softmax", "aten::matmul"]
+    for fwd in forwards(trace, NAIVE_FWD):
+        ops = [e["name"] for e in trace.children(fwd)
+               if e["name"].startswith("aten::") and e["name"] not in trace_names.METADATA_OPS]
+        need(ops == guessed, f"attn_fwd runs {', '.join(ops) or 'no op'}, expected {', '.join(guessed)}")
+    return "attn_fwd -> matmul, mul, masked_fill, softmax, matmul in every step", f"{len(_steps(trace))} steps"
+
+
+def _attention_work(trace: GpuTrace, fwd: dict, mask_op: str) -> dict:
+    """The device work of a hand-written attention forward, by op: the two matmuls (their GEMMs, plus
+    any split-K reduction), the scale, the mask, the softmax; nothing else may launch work."""
+    matmuls = trace.inside(fwd, "aten::matmul")
+    need(len(matmuls) == 2, f"{len(matmuls)} aten::matmul in attn_fwd, expected 2")
+    gemm_work = [trace.device_work_of(m) for m in matmuls]
+    need(all(gemm_work), "an aten::matmul launched no kernel")
+    parts = {"mul": trace.device_work_of(trace.one(fwd, "aten::mul")),
+             "mask": trace.device_work_of(trace.one(fwd, mask_op)),
+             "softmax": trace.device_work_of(trace.one(fwd, "aten::softmax"))}
+    for what in ("mul", "softmax"):
+        need(len(parts[what]) == 1, f"aten::{what} launched {len(parts[what])} kernels, expected one")
+    total = trace.device_work_of(fwd)
+    counted = sum(map(len, gemm_work)) + sum(map(len, parts.values()))
+    need(len(total) == counted, f"{len(total)} kernels in attn_fwd, but its ops launched {counted}: {_names(total)}")
+    copies = [w for w in total if w.get("cat") in MEMCPY_CATS]
+    return dict(total=len(total), copies=copies, split_k=sum(len(g) - 1 for g in gemm_work), mask=parts["mask"])
+
+
+def _split_note(split_k: set) -> str:
+    return "" if split_k == {0} else f" (GEMMs with a split-K reduction: {_counts(split_k)} extra kernels)"
+
+
+@check("P3.2")
+def naive_memcpy(trace: GpuTrace):
+    """Naive attention: 6 kernels per attn_fwd (2 GEMMs, mul, a Memcpy, masked_fill, softmax); the
+    Memcpy is the out-of-place masked_fill's copy: launched from aten::masked_fill -> aten::clone ->
+    aten::copy_."""
+    totals, splits, copies = set(), set(), set()
+    for fwd in forwards(trace, NAIVE_FWD):
+        found = [w for w in trace.device_work_of(fwd) if w.get("cat") in MEMCPY_CATS]
+        need(len(found) == 1, f"{len(found)} Memcpy in attn_fwd, expected one (the out-of-place masked_fill's copy)")
+        copy = found[0]
+        chain = [e["name"] for e in trace.ancestors(trace.launch_of(copy))]
+        at = [chain.index(n) if n in chain else -1 for n in ("aten::masked_fill", "aten::clone", "aten::copy_")]
+        need(-1 not in at and at == sorted(at), f"the Memcpy was launched from {' -> '.join(chain)}, not from "
+             "under aten::masked_fill -> aten::clone -> aten::copy_")
+        work = _attention_work(trace, fwd, "aten::masked_fill")
+        need(len(work["mask"]) == 2, f"aten::masked_fill launched {_names(work['mask'])}, expected the copy and one kernel")
+        totals.add(work["total"])
+        splits.add(work["split_k"])
+        copies.add(copy["name"])
+    size = copy.get("args", {}).get("bytes")
+    return (f"{_counts(totals)} kernels per forward: 2 GEMMs, mul, {', '.join(sorted(copies))} (from aten::masked_fill "
+            f"-> aten::clone -> aten::copy_), masked_fill, softmax{_split_note(splits)}",
+            f"the copy moves {size / 1e6:.1f} MB" if size else "copy size not recorded")
+
+
+@check("P3.3")
+def inplace_no_copy(inplace: GpuTrace, naive: GpuTrace):
+    """In-place masked_fill_: 5 kernels per attn_fwd, no Memcpy and no aten::clone/aten::masked_fill:
+    one kernel fewer than the naive forward."""
+    totals, splits = set(), set()
+    for fwd in forwards(inplace, NAIVE_FWD):
+        need(not inplace.inside(fwd, "aten::masked_fill"), "the in-place forward still calls the out-of-place aten::masked_fill")
+        need(not inplace.inside(fwd, "aten::clone"), "an aten::clone in the in-place forward")
+        work = _attention_work(inplace, fwd, "aten::masked_fill_")
+        need(not work["copies"], f"{len(work['copies'])} Memcpy in the in-place forward: {_names(work['copies'])}")
+        need(len(work["mask"]) == 1, f"aten::masked_fill_ launched {_names(work['mask'])}, expected one kernel")
+        totals.add(work["total"])
+        splits.add(work["split_k"])
+    naive_totals = {len(naive.device_work_of(fwd)) for fwd in forwards(naive, NAIVE_FWD)}
+    need(len(totals) == 1 and naive_totals == {min(totals) + 1},
+         f"in-place {_counts(totals)} kernels per forward, naive {_counts(naive_totals)}: expected one fewer")
+    return (f"{_counts(totals)} kernels per forward, no Memcpy (naive: {_counts(naive_totals)}){_split_note(splits)}",
+            "no aten::clone under the mask")
+
+
+@check("P3.4")
+def math_slower(inplace: GpuTrace, math: GpuTrace):
+    """SDPA math's device time per forward (the sdpa_fwd row's CUDA time) above the in-place attention's
+    (attn_fwd): a ratio, not the A100's 1.955 vs 7.239 ms."""
+    fast = device_us_per_forward(inplace, NAIVE_FWD)
+    slow = device_us_per_forward(math, SDPA_FWD)
+    evidence = f"math {slow / 1e3:.3f} ms vs in-place {fast / 1e3:.3f} ms device time per forward"
+    need(fast > 0, "the in-place forward launched no device work")
+    need(slow > fast, f"math is not slower: {evidence}")
+    return f"math {slow / fast:.1f}x slower than the in-place attention (the posts' A100: 3.7x)", evidence
+
+
+@check("P3.5")
+def math_many_kernels(inplace: GpuTrace, math: GpuTrace):
+    """SDPA math launches many more kernels per forward than the in-place attention: at least twice as
+    many (the posts' A100: 20 vs 5)."""
+    mine = [len(math.device_work_of(f)) for f in forwards(math, SDPA_FWD)]
+    theirs = [len(inplace.device_work_of(f)) for f in forwards(inplace, NAIVE_FWD)]
+    evidence = f"math {_counts(mine)} kernels per forward, in-place {_counts(theirs)}"
+    need(min(mine) >= 2 * max(theirs), f"math does not launch twice as many: {evidence}")
+    return f"{evidence} (the posts: 20 vs 5)", f"{min(mine) / max(theirs):.1f}x the kernels"
+
+
+@check("P3.6")
+def math_fp32_gemms(naive: GpuTrace, math: GpuTrace):
+    """Math upcasts to fp32: its GEMMs (aten::bmm under sdpa_fwd) run fp32 on CUDA cores (sgemm, ffma,
+    nvjet sss); the naive attention's run bf16 on tensor cores (s16816 on the A100, nvjet tst on Hopper)."""
+    def gemms(trace, fwd_name):
+        names = set()
+        for fwd in forwards(trace, fwd_name):
+            ops = _gemm_ops(trace, fwd)
+            need(len(ops) == 2, f"{len(ops)} GEMM ops ({'/'.join(GEMM_OPS)}) in {fwd_name}, expected 2")
+            names.update(gemm_of(trace, op)["name"] for op in ops)
+        return sorted(names)
+
+    bf16, fp32 = gemms(naive, NAIVE_FWD), gemms(math, SDPA_FWD)
+    for name in bf16:
+        dtype, tensor_cores, _ = gemm_math(name)
+        need(dtype == "bf16" and tensor_cores, f"the naive GEMM is not bf16 on tensor cores: {_describe_gemm_math(name)}")
+    for name in fp32:
+        dtype, tensor_cores, sign = gemm_math(name)
+        need(dtype in ("fp32", "tf32"), f"math's GEMM is not fp32 (no upcast?): {_describe_gemm_math(name)}")
+        need(not tensor_cores, f"math's GEMM runs its fp32 on tensor cores ({sign}: TF32 allowed?): {_short(name)}")
+    return (f"{math.gpu.describe()}, {_naming(bf16 + fp32)}: math {'; '.join(map(_describe_gemm_math, fp32))}; "
+            f"naive {'; '.join(map(_describe_gemm_math, bf16))}"), "math leaves the tensor cores idle"
+
+
+@check("P3.7")
+def math_rebuilds_mask(math: GpuTrace):
+    """Math builds the causal mask on every call: per sdpa_fwd aten::tril launches a triu_tril kernel
+    and aten::where (outside _safe_softmax) where kernels; the add_ that applies it is reported."""
+    where_counts, guard_counts, adds, mask_ops = set(), set(), set(), set()
+    for fwd in forwards(math, SDPA_FWD):
+        tril = math.one(fwd, "aten::tril")
+        need(any("triu_tril" in k["name"] for k in math.kernels_of(tril)),
+             f"aten::tril launched {_names(math.kernels_of(tril))}, no triu_tril kernel")
+        wheres, guards = [], []
+        for w in math.inside(fwd, "aten::where"):
+            in_guard = "aten::_safe_softmax" in {a["name"] for a in math.ancestors(w)}
+            (guards if in_guard else wheres).append(w)
+        kernels = [k for w in wheres for k in math.kernels_of(w) if "where" in k["name"].lower()]
+        need(kernels, "no where kernel launched by aten::where for the mask")
+        where_counts.add(len(kernels))
+        guard_counts.add(sum(len(math.kernels_of(w)) for w in guards))
+        adds.add(sum(len(math.kernels_of(a)) for a in math.inside(fwd, "aten::add_")))
+        mask_ops.update(n for n in ("aten::ones", "aten::scalar_tensor", "aten::logical_not") if math.inside(fwd, n))
+    add = f", aten::add_ {_counts(adds)} kernel(s)" if adds != {0} else ", no aten::add_ kernel"
+    guard = f" (+{_counts(guard_counts)} in _safe_softmax)" if guard_counts != {0} else ""
+    return (f"every forward: aten::tril -> triu_tril kernel, aten::where -> {_counts(where_counts)} where kernel(s) for the "
+            f"mask{guard}{add}",
+            f"also {', '.join(sorted(mask_ops))}" if mask_ops else "")
+
+
+@check("P3.8")
+def math_safe_softmax(math: GpuTrace):
+    """Math calls aten::_safe_softmax (one per forward, launching the softmax and its guard of fully
+    masked rows), not a bare aten::softmax."""
+    counts = set()
+    for fwd in forwards(math, SDPA_FWD):
+        safe = math.one(fwd, "aten::_safe_softmax")
+        bare = [s for s in math.inside(fwd, "aten::softmax")
+                if "aten::_safe_softmax" not in {a["name"] for a in math.ancestors(s)}]
+        need(not bare, "an aten::softmax outside aten::_safe_softmax")
+        kernels = math.kernels_of(safe)
+        need(kernels, "aten::_safe_softmax launched no kernel")
+        counts.add(len(kernels))
+    more = "the softmax and the fully-masked-row guard" if min(counts) > 1 else "one fused kernel"
+    return f"aten::_safe_softmax in every forward, {_counts(counts)} kernel(s) ({more})", ""
+
+
+def _one_kernel(trace: GpuTrace, fwd_name: str, pattern: str, what: str) -> list[dict]:
+    """The one kernel each forward launched, which must match ``pattern``: nothing else is launched."""
+    found = []
+    for fwd in forwards(trace, fwd_name):
+        work = trace.device_work_of(fwd)
+        hits = [w for w in work if w.get("cat") in KERNEL_CATS and re.search(pattern, w["name"])]
+        need(len(hits) == 1, f"{len(hits)} {what} kernels in {fwd_name}, expected one (it launched: {_names(work)})")
+        need(len(work) == 1, f"{fwd_name} launched {len(work)} kernels, expected the {what} one alone: {_names(work)}")
+        found.append(hits[0])
+    return found
+
+
+EFFICIENT = re.compile(r"fmha_cutlass(?P<dir>[FB])_(?P<dtype>bf16|f16|f32)_(?P<align>aligned|notaligned)_"
+                       r"(?P<q>\d+)x(?P<k>\d+)(?:_k(?P<kmax>\d+))?(?:_(?P<mem>rf|gmem))?(?:_dropout)?_sm(?P<sm>\d+)")
+FLASH = r"pytorch_flash::flash_fwd_(?:splitkv_)?kernel"
+CUDNN = re.compile(r"cudnn_generated_fort_native_sdpa_(?P<sm>sm\d+)_flash_fprop_(?P<mma>[a-z]+)_(?P<dtype>[a-z]*\d+)"
+                   r"(?:_knob_(?P<knob>\d+))?(?:_(?P<tile>\d+x\d+x\d+))?")
+
+
+@check("P3.9")
+def efficient_kernel(trace: GpuTrace):
+    """Efficient: one fmha_cutlassF kernel per forward, its name decoded: fused MHA, CUTLASS forward,
+    bf16, aligned, tile, register file, arch (Hopper runs the sm80 build)."""
+    names = {k["name"] for k in _one_kernel(trace, SDPA_FWD, EFFICIENT.pattern, "fmha_cutlassF")}
+    parts = set()
+    for name in names:
+        m = EFFICIENT.search(name)
+        need(m["dir"] == "F", f"{_short(name)} is a backward kernel")
+        need(m["dtype"] == "bf16", f"{_short(name)} runs {m['dtype']}, not bf16")
+        memory = {"rf": "register file (rf)", "gmem": "global memory (gmem)"}.get(m["mem"], "no rf/gmem part")
+        parts.add(f"fused MHA, CUTLASS forward, bf16, {m['align']}, {m['q']}x{m['k']} tile, {memory}, sm{m['sm']}")
+        built = f"sm{m['sm']}"
+    gpu = trace.gpu
+    where = (f"built for {built}, running on {gpu.describe()}" if gpu.sm and gpu.sm.replace("_", "") != built
+             else f"on {gpu.describe()}")
+    return (f"one {EFFICIENT.search(sorted(names)[0]).group(0)} per forward: {'; '.join(sorted(parts))} ({where})",
+            _short(sorted(names)[0], 120))
+
+
+@check("P3.10")
+def flash_fastest(flash: GpuTrace, math: GpuTrace | None = None, efficient: GpuTrace | None = None,
+                  cudnn: GpuTrace | None = None):
+    """Flash: one pytorch_flash::flash_fwd_kernel per forward, faster than math. Whether it is also the
+    fastest of the fused backends (the posts' A100: flash 146.8, cuDNN 186.3, efficient 277.9 µs) is
+    reported, not required: on Hopper cuDNN's sm90 kernel may win."""
+    names = {k["name"] for k in _one_kernel(flash, SDPA_FWD, FLASH, "pytorch_flash")}
+    times = {"flash": device_us_per_forward(flash, SDPA_FWD)}
+    for label, trace in (("efficient", efficient), ("cuDNN", cudnn), ("math", math)):
+        if trace is not None:
+            times[label] = device_us_per_forward(trace, SDPA_FWD)
+    evidence = ", ".join(f"{k} {v:.1f} µs" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
+    if "math" in times:
+        need(times["flash"] < times["math"], f"flash is not faster than math: {evidence}")
+    fused = {k: v for k, v in times.items() if k != "math"}
+    fastest = min(fused, key=fused.get)
+    kernel = re.search(FLASH, sorted(names)[0]).group(0)
+    if len(fused) == 1:
+        return f"one {kernel} per forward (the other fused backends not run)", evidence
+    if fastest == "flash":
+        return f"one {kernel} per forward, the fastest of {len(times)} backends, as on the posts' A100", evidence
+    return (f"one {kernel} per forward; here {fastest} is the fastest ({fused[fastest]:.1f} µs vs flash "
+            f"{fused['flash']:.1f} µs) on {flash.gpu.describe()}: the posts' A100 ranking does not hold on this GPU"), evidence
+
+
+# ----------------------------------------------------------------------------- occupancy from a kernel's footprint
+
+REG_UNIT = 256  # registers are allocated per warp in units of 256 (sm_50 and newer)
+SUB_PARTITIONS = 4  # an SM's register file is split in 4, each warp's registers in one part (sm_70+)
+MAX_BLOCKS = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 24}  # resident blocks per SM; else 32
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """How many blocks of a kernel fit on one SM, by each resource, as CUDA's occupancy calculator and
+    Kineto's ``est. achieved occupancy %`` count them (checked against real traces in tests/data)."""
+
+    registers: int  # per thread
+    threads: int  # per block
+    shared: int  # bytes per block
+    by_registers: int
+    by_shared: int
+    by_threads: int
+    blocks: int  # resident blocks per SM: the least of the limits
+    warps: int  # resident warps per SM
+    max_warps: int
+    threads_per_sm: int
+    grid_per_sm: float  # the launch's blocks per SM
+    shared_per_block_limit: int  # sharedMemPerBlock: above it a kernel must opt in
+
+    @property
+    def occupancy(self) -> float:
+        """Theoretical occupancy, % of the SM's warps."""
+        return 100.0 * self.warps / self.max_warps
+
+    @property
+    def estimate(self) -> float:
+        """Kineto's estimate: resident blocks, or the launch's blocks per SM if fewer, in % of the SM's threads."""
+        return 100.0 * min(self.blocks, self.grid_per_sm) * self.threads / self.threads_per_sm
+
+    def limit(self) -> str:
+        limits = {"registers": self.by_registers, "shared memory": self.by_shared, "threads": self.by_threads}
+        return min(limits, key=limits.get)
+
+    def describe(self) -> str:
+        regs = self.registers * self.threads
+        return (f"{self.registers} registers x {self.threads} threads = {regs:,} registers per block -> "
+                f"{self.by_registers} block(s) by registers, {self.by_shared} by {self.shared:,} B shared memory, "
+                f"{self.by_threads} by threads: {self.blocks} block(s) x {self.warps // max(self.blocks, 1)} warps = "
+                f"{self.warps} of {self.max_warps} warps ({self.occupancy:.1f} %)")
+
+
+def footprint(kernel: dict, props: dict) -> Footprint:
+    """Resident blocks and warps per SM for a kernel event (its ``registers per thread``, ``block``,
+    ``shared memory``, ``grid`` args) on the device of ``props`` (the trace's ``deviceProperties``)."""
+    args = kernel.get("args", {})
+    regs, shared, block, grid = (args.get(k) for k in ("registers per thread", "shared memory", "block", "grid"))
+    need(isinstance(regs, int) and isinstance(shared, int) and isinstance(block, list),
+         f"{_short(kernel['name'], 50)} carries no registers per thread / shared memory / block args")
+
+    def prop(*names):
+        for n in names:
+            if isinstance(props.get(n), int) and props[n] > 0:
+                return props[n]
+        raise Broken(f"the trace's deviceProperties carry no {names[0]}")
+
+    regs_per_sm = prop("regsPerMultiprocessor")
+    threads_per_sm = prop("maxThreadsPerMultiprocessor", "maxThreadsPerMultiProcessor")
+    shared_per_sm = prop("sharedMemPerMultiprocessor")
+    warp = props.get("warpSize") or 32
+    major, minor = props.get("computeMajor") or 0, props.get("computeMinor") or 0
+    threads = block[0] * block[1] * block[2]
+    need(threads > 0, "a block of no threads")
+    warps_per_block = -(-threads // warp)
+    regs_per_warp = -(-regs * warp // REG_UNIT) * REG_UNIT
+    by_regs = (regs_per_sm // SUB_PARTITIONS // regs_per_warp * SUB_PARTITIONS) // warps_per_block if regs else 10**6
+    reserved = 1024 if major >= 8 else 0  # CUDA keeps 1 KB of shared memory per block from sm_80 on
+    by_shared = shared_per_sm // (shared + reserved) if shared + reserved else 10**6
+    by_threads = threads_per_sm // threads
+    blocks = min(by_regs, by_shared, by_threads, MAX_BLOCKS.get((major, minor), 32))
+    grid_blocks = grid[0] * grid[1] * grid[2] if isinstance(grid, list) and len(grid) == 3 else 0
+    sms = props.get("numSms") or 1
+    return Footprint(regs, threads, shared, by_regs, by_shared, by_threads, blocks, blocks * warps_per_block,
+                     threads_per_sm // warp, threads_per_sm, grid_blocks / sms if grid_blocks else float(blocks),
+                     props.get("sharedMemPerBlock") or 49152)
+
+
+def reported_occupancy(kernel: dict):
+    return kernel.get("args", {}).get("est. achieved occupancy %")
+
+
+LOW_OCCUPANCY = 25.0  # % of the SM's warps: "low" (the posts: flash 13 %, cuDNN 12.5 %)
+
+
+@check("P3.11")
+def flash_occupancy(trace: GpuTrace):
+    """Flash's est. achieved occupancy is low, and its footprint explains it: registers per thread x
+    threads per block and shared memory per block against the SM's limits (deviceProperties) leave room
+    for few blocks (the posts' A100: 128 threads x 255 registers -> 2 blocks, 8 of 64 warps, ~13 %)."""
+    kernels = _one_kernel(trace, SDPA_FWD, FLASH, "pytorch_flash")
+    seen = {}
+    for k in kernels:
+        fp = footprint(k, trace.props_of(k))
+        reported = reported_occupancy(k)
+        need(fp.occupancy <= LOW_OCCUPANCY,
+             f"the footprint leaves room for {fp.occupancy:.1f} % occupancy, not low: {fp.describe()}")
+        need(isinstance(reported, (int, float)), "the flash kernel carries no 'est. achieved occupancy %'")
+        if reported == 0 and fp.shared > fp.shared_per_block_limit:
+            how = (f"the trace reads 0 %: {fp.shared:,} B shared memory per block is over the {fp.shared_per_block_limit:,} B "
+                   "Kineto's estimate allows (it reads 0 for every such kernel)")
+        else:
+            need(abs(reported - fp.estimate) <= 2, f"the trace reads {reported} % but the footprint gives {fp.estimate:.1f} %: "
+                 f"{fp.describe()}")
+            how = f"the trace reads {reported} %, the footprint gives {fp.estimate:.1f} %"
+        seen[(fp.describe(), fp.limit())] = how
+    (described, limit), how = sorted(seen.items())[0]
+    posts = " (the posts' A100 footprint)" if "255 registers x 128 threads" in described and "2 block(s)" in described else ""
+    return f"low by design: {how}; {described}, limited by {limit}{posts}", trace.gpu.describe()
+
+
+@check("P3.12")
+def transposes(flash: GpuTrace | None, efficient: GpuTrace | None, cudnn: GpuTrace | None):
+    """Flash and efficient run four aten::transpose (metadata only: no kernel) inside each forward to
+    hand the kernel [B, S, H, D]; cuDNN none (it reads [B, H, S, D] as is)."""
+    parts, done = [], 0
+    for label, trace, expected in (("flash", flash, 4), ("efficient", efficient, 4), ("cuDNN", cudnn, 0)):
+        if trace is None:
+            continue
+        splits = set()
+        for fwd in forwards(trace, SDPA_FWD):
+            ts = trace.inside(fwd, "aten::transpose")
+            need(len(ts) == expected, f"{label}: {len(ts)} aten::transpose in a forward, expected {expected}")
+            need(not any(trace.device_work_of(t) for t in ts), f"{label}: an aten::transpose launched device work")
+            kernels = trace.kernels_of(fwd)
+            if ts and kernels:
+                launch = trace.launch_of(kernels[0])["ts"]
+                splits.add(f"{sum(t['ts'] < launch for t in ts)} before the launch")
+        parts.append(f"{label} {expected}" + (f" ({'/'.join(sorted(splits))})" if splits else ""))
+        done += 1
+    need(done, "no flash, efficient or cuDNN run to look at")
+    return f"aten::transpose per forward: {', '.join(parts)}", "transposes launch no kernel"
+
+
+@check("P3.13")
+def cudnn_kernel(trace: GpuTrace):
+    """cuDNN: one cudnn_generated_fort_native_sdpa_smXX_flash_fprop_... kernel per forward, launched
+    through cuLaunchKernelEx (the driver's extended launch), not cudaLaunchKernel."""
+    kernels = _one_kernel(trace, SDPA_FWD, CUDNN.pattern, "cudnn_generated sdpa flash_fprop")
+    launches = {trace.launch_of(k)["name"] for k in kernels}
+    need(all(n.startswith("cuLaunchKernelEx") for n in launches),
+         f"launched by {', '.join(sorted(launches))}, not cuLaunchKernelEx")
+    m = CUDNN.search(kernels[0]["name"])
+    form = {"sm80": "the posts' A100 form", "sm90": "the Hopper form"}.get(m["sm"], f"a {m['sm']} build")
+    knob = f", knob {m['knob']}" if m["knob"] else ""
+    tile = f", tile {m['tile']}" if m["tile"] else ""
+    return (f"one {m.group(0)} per forward via {', '.join(sorted(launches))} ({form}: {m['sm']}, {m['mma']} {m['dtype']}"
+            f"{knob}{tile})"), _short(kernels[0]["name"], 120)
+
+
+@check("P3.14")
+def cudnn_occupancy(trace: GpuTrace):
+    """cuDNN's kernel: the trace's est. achieved occupancy is a measurement gap (0 % in the posts), and the
+    footprint tells the truth: about one block per SM (the posts' A100: 240 registers x 256 threads)."""
+    kernels = _one_kernel(trace, SDPA_FWD, CUDNN.pattern, "cudnn_generated sdpa flash_fprop")
+    k = kernels[0]
+    fp = footprint(k, trace.props_of(k))
+    need(fp.blocks <= 2 and fp.occupancy <= LOW_OCCUPANCY,
+         f"the footprint leaves room for {fp.blocks} blocks ({fp.occupancy:.1f} %), not about one: {fp.describe()}")
+    reported = {reported_occupancy(x) for x in kernels}
+    launch = trace.launch_of(k)["name"]
+    if reported <= {0, None}:
+        if fp.shared > fp.shared_per_block_limit:
+            why = (f"reads 0 %: its {fp.shared:,} B shared memory per block is over the {fp.shared_per_block_limit:,} B that "
+                   f"Kineto's estimate allows, which reads 0 for every such kernel whatever launched it (a "
+                   f"{launch} launch here)")
+        else:
+            why = f"reads 0 % for a {launch} launch, the posts' driver-API gap"
+    else:
+        why = f"reads {_counts(reported)} % here (the posts' A100 read 0 %)"
+    return f"{why}; the footprint: {fp.describe()}", trace.gpu.describe()
+
+
+CUDNN_LIBRARY_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_cudnn_attention",
+                     "aten::_cudnn_attention_forward")
+
+
+@check("P3.15")
+def cudnn_cpu_cost(cudnn: GpuTrace, flash: GpuTrace, efficient: GpuTrace):
+    """cuDNN spends the most CPU time per forward of the fused backends, most of it the self time of
+    aten::scaled_dot_product_attention / aten::_cudnn_attention_forward (the posts' A100: 214 µs vs
+    flash 138, efficient 117)."""
+    cpu = {"cuDNN": cpu_us_per_forward(cudnn, SDPA_FWD), "flash": cpu_us_per_forward(flash, SDPA_FWD),
+           "efficient": cpu_us_per_forward(efficient, SDPA_FWD)}
+    evidence = ", ".join(f"{k} {v:.0f} µs" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+    need(cpu["cuDNN"] > max(cpu["flash"], cpu["efficient"]), f"cuDNN is not the costliest on the CPU: {evidence}")
+    own, names = [], {}
+    for fwd in forwards(cudnn, SDPA_FWD):
+        ops = [op for name in CUDNN_LIBRARY_OPS for op in cudnn.inside(fwd, name)]
+        for op in ops:
+            names[op["name"]] = names.get(op["name"], 0.0) + cudnn.self_us(op) / len(_steps(cudnn))
+        own.append(sum(cudnn.self_us(op) for op in ops) / fwd["dur"])
+    share = sum(own) / len(own)
+    need(share > 0.5, f"the self time of {', '.join(sorted(names)) or 'the SDPA ops'} is {share:.0%} of cuDNN's forward, "
+         "not most of it")
+    return (f"cuDNN the costliest on the CPU per forward ({evidence}); {share:.0%} of it is the self time of "
+            f"{', '.join(n.replace('aten::', '') for n in CUDNN_LIBRARY_OPS if n in names)}"), \
+        "self time per forward: " + ", ".join(f"{n} {us:.0f} µs" for n, us in names.items())
+
+
+@check("P3.16")
+def hub_flash_kernel(trace: GpuTrace):
+    """04_d_kernels_attention.py: one flash forward kernel per kernels_attn_fwd, the Hub's own build
+    (not PyTorch's vendored pytorch_flash one)."""
+    kernels = _one_kernel(trace, HUB_FWD, r"flash\w*fwd|fwd\w*flash", "flash forward")
+    names = {k["name"] for k in kernels}
+    need(not any("pytorch_flash" in n for n in names), f"the kernel is PyTorch's own: {_short(sorted(names)[0])}")
+    launches = {trace.launch_of(k)["name"] for k in kernels}
+    return f"one {_short(sorted(names)[0], 60)} per forward ({', '.join(sorted(launches))})", trace.gpu.describe()

@@ -32,6 +32,7 @@ REPO = HERE.parents[1]
 sys.path[:0] = [str(REPO), str(HERE)]
 
 import claims_doc  # noqa: E402
+import lesson_runs as LR  # noqa: E402
 import wheels as W  # noqa: E402
 from common.errors import CommandParser, exit_on_bad_input, fail  # noqa: E402
 from lesson_runs import BY_KEY, RUNS, LessonRun  # noqa: E402
@@ -45,6 +46,8 @@ class Command:
     key: str
     argv: tuple
     skip: str = ""  # why it will not run ("" when it will)
+    env: tuple = ()  # (name, value) pairs its process adds to the environment
+    note: str = ""  # how it runs, where that is not plain (a Hub kernel read from the local cache)
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,14 @@ def make_plan(args) -> Plan:
     if unknown:
         fail(f"--runs: unknown run {', '.join(unknown)} (known: {', '.join(BY_KEY)})")
     modules = {w.module for w in wheels if w.fits}
-    lessons = tuple(_lesson(BY_KEY[k], out, modules) for k in keys)
+    reachable = []  # the Hub is asked at most once, and only when a run needs it
+
+    def hub_reachable() -> bool:
+        if not reachable:
+            reachable.append(LR.hub_reachable())
+        return reachable[0]
+
+    lessons = tuple(_lesson(BY_KEY[k], out, modules, hub_reachable) for k in keys)
     pytest_ok = "pytest" in modules or _importable("pytest")
     tests = Command("tests/gpu", (sys.executable, "-m", "pytest", "tests/gpu", "-q", "-rA", "-p", "no:cacheprovider",
                                   "--junitxml", str(out / "pytest.xml")),
@@ -96,13 +106,17 @@ def make_plan(args) -> Plan:
     return Plan(out, wheels, unpack, missing, lessons, tests, args.update_doc, args.max_file_mb, args.timeout)
 
 
-def _lesson(run: LessonRun, out: Path, carried_modules: set) -> Command:
+def _lesson(run: LessonRun, out: Path, carried_modules: set, hub_reachable) -> Command:
+    """The run's command line; a run that needs a module that is not here, or a Hub kernel that can be
+    neither downloaded nor read from the local cache, is skipped with the reason."""
     argv = (sys.executable, str(REPO / run.script), *run.args, "--device", "cuda", "--gzip",
             "--trace_dir", str(out / "runs" / run.key))
-    skip = ""
     if run.needs and run.needs not in carried_modules and not _importable(run.needs):
-        skip = f"{run.needs} is neither installed nor carried"
-    return Command(run.key, argv, skip)
+        return Command(run.key, argv, f"{run.needs} is neither installed nor carried")
+    if run.hub is not None:
+        access = LR.hub_access(run.hub, hub_reachable())
+        return Command(run.key, argv, access.skip, access.env, "" if access.skip else f"{run.hub.repo}: {access.how}")
+    return Command(run.key, argv)
 
 
 def _importable(module: str) -> bool:
@@ -126,8 +140,9 @@ def describe(plan: Plan) -> list[str]:
         lines.append(f"missing {', '.join(plan.missing)} (neither installed nor carried: tests/gpu/fetch_wheels.sh)")
     lines.append(f"lessons ({len(plan.lessons)}), each into {plan.out}/runs/<key>/ with run.log and report.json:")
     for c in plan.lessons:
-        lines.append(f"  {c.key:<17} python {' '.join(c.argv[1:]).replace(str(REPO) + '/', '')}"
-                     + (f"   [skipped: {c.skip}]" if c.skip else ""))
+        env = "".join(f"{k}={v} " for k, v in c.env)
+        lines.append(f"  {c.key:<17} {env}python {' '.join(c.argv[1:]).replace(str(REPO) + '/', '')}"
+                     + (f"   [skipped: {c.skip}]" if c.skip else "") + (f"   [{c.note}]" if c.note else ""))
     lines.append("reports python -m common.report --json runs/<key>/<trace>.json.gz -o runs/<key>/report.json")
     lines.append(f"tests   python {' '.join(plan.tests.argv[1:])}   (GPU_RUNS_DIR={plan.out}/runs, "
                  f"GPU_CLAIMS_LOG={plan.out}/claims.jsonl)" + (f"   [skipped: {plan.tests.skip}]" if plan.tests.skip else ""))
@@ -144,7 +159,7 @@ PROBE = """
 import json, platform
 from importlib import metadata
 out = dict(python=platform.python_version(), platform=platform.platform(), packages={})
-for dist in ("torch", "triton", "numpy", "msgspec", "rich", "liger-kernel", "pytest"):
+for dist in ("torch", "triton", "numpy", "msgspec", "rich", "liger-kernel", "kernels", "pytest"):
     try:
         out["packages"][dist] = metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -182,7 +197,7 @@ def run_lesson(c: Command, env: dict, timeout_s: int) -> dict:
     t0 = time.monotonic()
     with open(folder / "run.log", "w") as log:
         try:
-            rc = subprocess.run(c.argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+            rc = subprocess.run(c.argv, cwd=REPO, env=dict(env, **dict(c.env)), stdout=log, stderr=subprocess.STDOUT,
                                 timeout=timeout_s).returncode
         except subprocess.TimeoutExpired:
             rc = 124

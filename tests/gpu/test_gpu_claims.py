@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import claims  # noqa: E402
 from conftest import run_script  # noqa: E402
+import lesson_runs as LR  # noqa: E402
 from lesson_runs import BY_KEY, RunFiles, files_of  # noqa: E402
 
 torch = pytest.importorskip("torch")
@@ -51,13 +52,31 @@ class Runs:
             pytest.fail(found)
         return found
 
+    def get(self, key: str):
+        """Run ``key``'s files, or None where there is no such run (not in GPU_RUNS_DIR, or it failed or
+        was skipped): for a claim that only compares with it."""
+        if RUNS_DIR and not (Path(RUNS_DIR) / key).is_dir():
+            return None
+        try:
+            return self[key]
+        except (pytest.fail.Exception, pytest.skip.Exception):
+            return None
+
 
 def lesson_run(base: Path, key: str) -> RunFiles:
     """The files of run ``key``: from GPU_RUNS_DIR when set, else run now under ``base``."""
     if RUNS_DIR:
         return files_of(Path(RUNS_DIR) / key)
     run = BY_KEY[key]
-    result = run_script(run.script, *run.args, "--device", "cuda", trace_dir=base / key)
+    env = {}
+    if run.hub is not None:
+        if run.needs and importlib.util.find_spec(run.needs) is None:
+            pytest.skip(f"{run.script} needs {run.needs}")
+        access = LR.hub_access(run.hub)
+        if access.skip:
+            pytest.skip(access.skip)
+        env = dict(access.env)
+    result = run_script(run.script, *run.args, "--device", "cuda", trace_dir=base / key, env=env, timeout=900)
     if result.returncode != 0:
         raise RuntimeError(f"{run.script} {' '.join(run.args)} exited {result.returncode}: {result.stderr[-2000:]}")
     (base / key / "run.log").write_text(result.stdout)
@@ -127,3 +146,81 @@ def test_p2_9_liger_one_triton_kernel_no_dynamo(gpu_runs):
     if files.log is not None:
         assert "Liger GeGLU MLP vs plain PyTorch MLP matches" in files.log.read_text()
     expect(claims.liger_mlp(trace_of(files)))
+
+
+# ----------------------------------------------------------------------------- Part 3: attention
+
+
+def optional_trace(gpu_runs, key: str):
+    files = gpu_runs.get(key)
+    return trace_of(files) if files is not None else None
+
+
+def test_p3_1_naive_ops_in_the_guessed_order(gpu_runs):
+    expect(claims.naive_ops(trace_of(gpu_runs["attn_naive"])))
+
+
+def test_p3_2_naive_six_kernels_one_memcpy_from_masked_fill(gpu_runs):
+    expect(claims.naive_memcpy(trace_of(gpu_runs["attn_naive"])))
+
+
+def test_p3_3_inplace_five_kernels_no_memcpy(gpu_runs):
+    expect(claims.inplace_no_copy(trace_of(gpu_runs["attn_inplace"]), trace_of(gpu_runs["attn_naive"])))
+
+
+def test_p3_4_math_slower_than_inplace(gpu_runs):
+    expect(claims.math_slower(trace_of(gpu_runs["attn_inplace"]), trace_of(gpu_runs["sdpa_math"])))
+
+
+def test_p3_5_math_many_more_kernels_than_inplace(gpu_runs):
+    expect(claims.math_many_kernels(trace_of(gpu_runs["attn_inplace"]), trace_of(gpu_runs["sdpa_math"])))
+
+
+def test_p3_6_math_fp32_cuda_cores_naive_bf16_tensor_cores(gpu_runs):
+    expect(claims.math_fp32_gemms(trace_of(gpu_runs["attn_naive"]), trace_of(gpu_runs["sdpa_math"])))
+
+
+def test_p3_7_math_rebuilds_the_causal_mask(gpu_runs):
+    expect(claims.math_rebuilds_mask(trace_of(gpu_runs["sdpa_math"])))
+
+
+def test_p3_8_math_safe_softmax(gpu_runs):
+    expect(claims.math_safe_softmax(trace_of(gpu_runs["sdpa_math"])))
+
+
+def test_p3_9_efficient_one_fmha_cutlass_kernel(gpu_runs):
+    expect(claims.efficient_kernel(trace_of(gpu_runs["sdpa_efficient"])))
+
+
+def test_p3_10_flash_one_kernel_and_the_ranking(gpu_runs):
+    flash = trace_of(gpu_runs["sdpa_flash"])
+    others = [optional_trace(gpu_runs, k) for k in ("sdpa_math", "sdpa_efficient", "sdpa_cudnn")]
+    expect(claims.flash_fastest(flash, *others))
+
+
+def test_p3_11_flash_low_occupancy_explained_by_its_footprint(gpu_runs):
+    expect(claims.flash_occupancy(trace_of(gpu_runs["sdpa_flash"])))
+
+
+def test_p3_12_transposes_flash_efficient_not_cudnn(gpu_runs):
+    traces = [optional_trace(gpu_runs, k) for k in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn")]
+    if not any(traces):
+        pytest.skip("no flash, efficient or cuDNN run in GPU_RUNS_DIR")
+    expect(claims.transposes(*traces))
+
+
+def test_p3_13_cudnn_one_generated_kernel_via_cuLaunchKernelEx(gpu_runs):
+    expect(claims.cudnn_kernel(trace_of(gpu_runs["sdpa_cudnn"])))
+
+
+def test_p3_14_cudnn_occupancy_gap_footprint_one_block(gpu_runs):
+    expect(claims.cudnn_occupancy(trace_of(gpu_runs["sdpa_cudnn"])))
+
+
+def test_p3_15_cudnn_most_cpu_per_forward(gpu_runs):
+    expect(claims.cudnn_cpu_cost(trace_of(gpu_runs["sdpa_cudnn"]), trace_of(gpu_runs["sdpa_flash"]),
+                                 trace_of(gpu_runs["sdpa_efficient"])))
+
+
+def test_p3_16_hub_kernel_one_flash_kernel(gpu_runs):
+    expect(claims.hub_flash_kernel(trace_of(gpu_runs["attn_hub"])))
