@@ -24,6 +24,8 @@ from typing import Callable
 
 from common.report import names as trace_names
 from common.report.gpus import gpu_of
+from common.report.occupancy import Footprint
+from common.report.occupancy import footprint as occupancy_footprint
 
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime"})
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
@@ -771,84 +773,12 @@ def flash_fastest(flash: GpuTrace, math: GpuTrace | None = None, efficient: GpuT
 
 # ----------------------------------------------------------------------------- occupancy from a kernel's footprint
 
-REG_UNIT = 256  # registers are allocated per warp in units of 256 (sm_50 and newer)
-SUB_PARTITIONS = 4  # an SM's register file is split in 4, each warp's registers in one part (sm_70+)
-MAX_BLOCKS = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 24}  # resident blocks per SM; else 32
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """How many blocks of a kernel fit on one SM, by each resource, as CUDA's occupancy calculator and
-    Kineto's ``est. achieved occupancy %`` count them (checked against real traces in tests/data)."""
-
-    registers: int  # per thread
-    threads: int  # per block
-    shared: int  # bytes per block
-    by_registers: int
-    by_shared: int
-    by_threads: int
-    blocks: int  # resident blocks per SM: the least of the limits
-    warps: int  # resident warps per SM
-    max_warps: int
-    threads_per_sm: int
-    grid_per_sm: float  # the launch's blocks per SM
-    shared_per_block_limit: int  # sharedMemPerBlock: above it a kernel must opt in
-
-    @property
-    def occupancy(self) -> float:
-        """Theoretical occupancy, % of the SM's warps."""
-        return 100.0 * self.warps / self.max_warps
-
-    @property
-    def estimate(self) -> float:
-        """Kineto's estimate: resident blocks, or the launch's blocks per SM if fewer, in % of the SM's threads."""
-        return 100.0 * min(self.blocks, self.grid_per_sm) * self.threads / self.threads_per_sm
-
-    def limit(self) -> str:
-        limits = {"registers": self.by_registers, "shared memory": self.by_shared, "threads": self.by_threads}
-        return min(limits, key=limits.get)
-
-    def describe(self) -> str:
-        regs = self.registers * self.threads
-        return (f"{self.registers} registers x {self.threads} threads = {regs:,} registers per block -> "
-                f"{self.by_registers} block(s) by registers, {self.by_shared} by {self.shared:,} B shared memory, "
-                f"{self.by_threads} by threads: {self.blocks} block(s) x {self.warps // max(self.blocks, 1)} warps = "
-                f"{self.warps} of {self.max_warps} warps ({self.occupancy:.1f} %)")
-
-
 def footprint(kernel: dict, props: dict) -> Footprint:
-    """Resident blocks and warps per SM for a kernel event (its ``registers per thread``, ``block``,
-    ``shared memory``, ``grid`` args) on the device of ``props`` (the trace's ``deviceProperties``)."""
+    """Resident blocks and warps per SM for a kernel event (:func:`common.report.occupancy.footprint`)."""
     args = kernel.get("args", {})
-    regs, shared, block, grid = (args.get(k) for k in ("registers per thread", "shared memory", "block", "grid"))
-    need(isinstance(regs, int) and isinstance(shared, int) and isinstance(block, list),
-         f"{_short(kernel['name'], 50)} carries no registers per thread / shared memory / block args")
-
-    def prop(*names):
-        for n in names:
-            if isinstance(props.get(n), int) and props[n] > 0:
-                return props[n]
-        raise Broken(f"the trace's deviceProperties carry no {names[0]}")
-
-    regs_per_sm = prop("regsPerMultiprocessor")
-    threads_per_sm = prop("maxThreadsPerMultiprocessor", "maxThreadsPerMultiProcessor")
-    shared_per_sm = prop("sharedMemPerMultiprocessor")
-    warp = props.get("warpSize") or 32
-    major, minor = props.get("computeMajor") or 0, props.get("computeMinor") or 0
-    threads = block[0] * block[1] * block[2]
-    need(threads > 0, "a block of no threads")
-    warps_per_block = -(-threads // warp)
-    regs_per_warp = -(-regs * warp // REG_UNIT) * REG_UNIT
-    by_regs = (regs_per_sm // SUB_PARTITIONS // regs_per_warp * SUB_PARTITIONS) // warps_per_block if regs else 10**6
-    reserved = 1024 if major >= 8 else 0  # CUDA keeps 1 KB of shared memory per block from sm_80 on
-    by_shared = shared_per_sm // (shared + reserved) if shared + reserved else 10**6
-    by_threads = threads_per_sm // threads
-    blocks = min(by_regs, by_shared, by_threads, MAX_BLOCKS.get((major, minor), 32))
-    grid_blocks = grid[0] * grid[1] * grid[2] if isinstance(grid, list) and len(grid) == 3 else 0
-    sms = props.get("numSms") or 1
-    return Footprint(regs, threads, shared, by_regs, by_shared, by_threads, blocks, blocks * warps_per_block,
-                     threads_per_sm // warp, threads_per_sm, grid_blocks / sms if grid_blocks else float(blocks),
-                     props.get("sharedMemPerBlock") or 49152)
+    fp = occupancy_footprint(*(args.get(k) for k in ("registers per thread", "block", "shared memory", "grid")), props)
+    need(not isinstance(fp, str), f"{_short(kernel['name'], 50)}: {fp}")
+    return fp
 
 
 def reported_occupancy(kernel: dict):
