@@ -16,6 +16,7 @@ CATEGORIES = {
     "triton_reduction": "Triton reduction",
     "triton_persistent": "Triton persistent reduction",
     "triton_other": "Triton (template/other)",
+    "attention": "fused attention (flash/efficient/cuDNN)",
     "gemm": "GEMM (cuBLAS/CUTLASS)",
     "cudnn": "cuDNN (conv)",
     "aten": "ATen elementwise/reduce",
@@ -25,6 +26,10 @@ CATEGORIES = {
     "other": "other",
 }
 
+# one kernel for all of attention: xformers' CUTLASS fmha (SDPA's efficient backend), FlashAttention
+# (SDPA's flash backend, pytorch_flash::, or the flash-attn library / the Hub's, flash::), cuDNN's
+# generated SDPA kernels
+_ATTENTION = re.compile(r"^(?:void )?(?:fmha_cutlass|[\w:]*flash_(?:fwd|bwd)\w*_kernel|cudnn_generated\w*_sdpa_)", re.I)
 _COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
 _CUDNN = re.compile(r"cudnn|cask_|miopen|implicit_convolve|_fprop_|_dgrad_|_wgrad_|winograd|convolve|"
                     r"conv2d|conv_?kernel|fft2d|\bconv", re.I)
@@ -41,6 +46,8 @@ def kernel_category(name: str, kind: str = "kernel") -> str:
         tag = name[7:10]
         return {"poi": "triton_pointwise", "red": "triton_reduction", "per": "triton_persistent"}.get(
             tag, "triton_other")
+    if _ATTENTION.search(name):
+        return "attention"
     if _COMM.search(name):
         return "communication"
     if _CUDNN.search(name):
@@ -56,9 +63,19 @@ _TENSOR_CORE = re.compile(r"16816|1688|884|16832|161616|8816|tensorop|xmma|wgmma
                           r"tensor\d+x\d+|_tc_|s16|h16|bf16_s", re.I)
 
 
+_CUDA_CORES = re.compile(r"ffma|simt|sgemm|dgemm|hgemm_?simt", re.I)  # fp32 FMA on CUDA cores (not tf32)
+
+
 @lru_cache(maxsize=None)
 def uses_tensor_cores(name: str) -> bool:
-    """Whether a kernel name says it runs on tensor cores (MMA shape, ``tensorop``, ``xmma``...)."""
+    """Whether a kernel name says it runs on tensor cores (MMA shape, ``tensorop``, ``xmma``, a 16-bit
+    fused attention kernel...). An fp32 FMA kernel (``sgemm``, ``..._ffma_...``, ``simt``) does not,
+    even when its family (``xmma``) also has tensor-core members."""
+    if _CUDA_CORES.search(name) and "tf32" not in name.lower():
+        return False
+    if kernel_category(name) == "attention":
+        d = decode_attention(name)
+        return bool(d and d.get("dtype") in ("bf16", "fp16", "16-bit"))
     return bool(_TENSOR_CORE.search(name))
 
 
@@ -264,6 +281,69 @@ def describe_gemm(d: dict) -> str:
     return ", ".join(parts)
 
 
+# ----------------------------------------------------------------------------- fused attention names
+
+_FMHA = re.compile(r"fmha_cutlass([FB])_([a-z0-9]+)_(aligned|notaligned)_(\d+x\d+)(?:_(rf))?_(sm\d+)")
+_FLASH_TRAITS = re.compile(r"(pytorch_flash|flash)::(flash_(?:fwd|bwd)\w*_kernel)<\w*traits\w*<(\d+), (\d+), (\d+), (\d+)"
+                           r"[^<]*?cutlass::(bfloat16_t|half_t)")
+_CUDNN_SDPA = re.compile(r"cudnn_generated_\w*?_sdpa_(sm\d+)_(\w+?)_(wg?mma)_([a-z0-9]+)_knob_(\d+)_(\d+x\d+x\d+)"
+                         r"(?:_(\d+x\d+x\d+))?(?:_cga(\d+x\d+x\d+))?")
+_CUTLASS_DTYPES = {"bfloat16_t": "bf16", "half_t": "fp16", "bf16": "bf16", "f16": "16-bit", "fp16": "fp16",
+                   "f32": "fp32", "fp32": "fp32"}
+
+
+@lru_cache(maxsize=None)
+def decode_attention(name: str) -> dict | None:
+    """The parts of a fused attention kernel's name; None for other kernels.
+
+    ``fmha_cutlassF_bf16_aligned_64x64_rf_sm80`` -> SDPA's efficient backend (xformers' memory-efficient
+    attention on CUTLASS): forward, bf16, aligned inputs, 64x64 tile, output kept in the register file,
+    built for sm80. ``pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, ...bfloat16_t``
+    -> SDPA's flash backend (FlashAttention-2, vendored in PyTorch): head dim 64, 128x128 tile, 4 warps,
+    bf16. ``cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1``
+    -> cuDNN's generated SDPA kernel: sm80, a flash-style forward, WMMA tensor-core instructions on
+    16-bit floats, pre-tuned configuration ("knob") 6, tile 128x64x64, warps 4x1x1, cluster 1x1x1.
+    """
+    if kernel_category(name) != "attention":
+        return None
+    m = _FMHA.search(name)
+    if m:
+        direction, dtype, aligned, tile, rf, arch = m.groups()
+        return {"backend": "efficient", "library": "xformers' memory-efficient attention (CUTLASS)",
+                "pass": "forward" if direction == "F" else "backward", "dtype": _CUTLASS_DTYPES.get(dtype, dtype),
+                "aligned": aligned == "aligned", "tile": tile, "register_file": bool(rf), "arch": arch}
+    m = _FLASH_TRAITS.search(name)
+    if m:
+        ns, kernel, head_dim, block_m, block_n, warps, dtype = m.groups()
+        vendored = ns == "pytorch_flash"
+        return {"backend": "flash" if vendored else "flash-attn",
+                "library": "FlashAttention-2, vendored in PyTorch" if vendored else "FlashAttention (flash-attn)",
+                "pass": "backward" if "bwd" in kernel else "forward", "split_kv": "splitkv" in kernel,
+                "head_dim": int(head_dim), "tile": f"{block_m}x{block_n}", "warps": int(warps),
+                "dtype": _CUTLASS_DTYPES[dtype]}
+    m = _CUDNN_SDPA.search(name)
+    if m:
+        arch, algorithm, mma, dtype, knob, tile, warps, cluster = m.groups()
+        return {"backend": "cudnn", "library": "cuDNN, generated for this problem", "arch": arch,
+                "algorithm": algorithm.replace("_", " "), "pass": "backward" if "bprop" in algorithm else "forward",
+                "mma": mma, "dtype": _CUTLASS_DTYPES.get(dtype, dtype), "knob": int(knob), "tile": tile,
+                "warps": warps, "cluster": cluster}
+    flash = "flash" in name.lower()
+    return {"backend": "flash" if flash else "attention", "library": "FlashAttention" if flash else "fused attention"}
+
+
+def describe_attention(d: dict) -> str:
+    """``SDPA efficient (xformers' memory-efficient attention (CUTLASS)): forward, bf16, aligned, tile 64x64, ...``."""
+    parts = [d.get("pass"), d.get("dtype"), "aligned" if d.get("aligned") else None,
+             f"head dim {d['head_dim']}" if d.get("head_dim") else None, f"tile {d['tile']}" if d.get("tile") else None,
+             f"{d['warps']} warps" if isinstance(d.get("warps"), int) else (f"warps {d['warps']}" if d.get("warps") else None),
+             "register file" if d.get("register_file") else None, d.get("algorithm"),
+             f"{d['mma'].upper()} tensor cores" if d.get("mma") else None,
+             f"knob {d['knob']}" if d.get("knob") is not None else None,
+             f"cluster {d['cluster']}" if d.get("cluster") else None, f"built for {d['arch']}" if d.get("arch") else None]
+    return f"{d['library']}: " + ", ".join(p for p in parts if p)
+
+
 # ----------------------------------------------------------------------------- Inductor names
 
 # ATen op names with underscores that a fused kernel name may carry (longest match wins)
@@ -327,6 +407,18 @@ def describe_fused(d: dict) -> str:
     return f"{d['backend']}, {d['kind']}, fuses {'+'.join(d['ops']) or '?'}"
 
 
+def _fold_arguments(s: str) -> str:
+    """``f(int, float*)`` -> ``f()``: the final argument list only (``(anonymous namespace)::`` stays)."""
+    if not s.endswith(")"):
+        return s
+    depth = 0
+    for i in range(len(s) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(s[i], 0)
+        if depth == 0:
+            return s[:i] + "()"
+    return s
+
+
 def short_name(name: str, width: int = 80) -> str:
     """A kernel name cut to a readable length: templates folded, then truncated."""
     s = name
@@ -348,8 +440,7 @@ def short_name(name: str, width: int = 80) -> str:
                 continue
             if depth == 0:
                 out.append(ch)
-        s = "".join(out)
-        s = re.sub(r"\(.*\)$", "()", s)
+        s = _fold_arguments("".join(out))
     if len(s) > width:
         s = s[: width - 1] + "…"
     return s
