@@ -16,10 +16,15 @@ Writes traces/04_llm/<batch>x<prompt_len>x<new_tokens>_<dtype>_<warm>_<mode>.txt
 variants model-<name> (--model), attn-<name> (not sdpa) and cache-static.
 """
 
-import torch
+from common.errors import quit_on_interrupt
 
-from common import llm
-from common.lesson import lesson_main, parser, positive_int, setup
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+import torch  # noqa: E402
+
+from common import llm  # noqa: E402
+from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
 cli = parser("04_llm", __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=1, help="sequences per request (default: 1)")

@@ -10,16 +10,21 @@ of the backward. Every rank writes traces/05_ddp/<tag>_rank<k>.txt and .json; ra
 console and, at the end, the report over every rank's trace.
 """
 
-import argparse
-import time
+from common.errors import quit_on_interrupt
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
 
-from common.distributed import ddp_main, setup_ddp
-from common.lesson import parser, positive_int
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from common.distributed import ddp_main, setup_ddp  # noqa: E402
+from common.lesson import parser, positive_int  # noqa: E402
 
 cli = parser("05_ddp", __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch, on each rank (default: 8)")
