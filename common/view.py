@@ -11,6 +11,11 @@ fetched the file completely. The trace never leaves the machine.
 
 from __future__ import annotations
 
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while the modules import: one line, exit 130
+
 import argparse
 import errno
 import getpass

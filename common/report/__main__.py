@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while the modules import: one line, exit 130
+
 import argparse
 import os
 import re
