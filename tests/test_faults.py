@@ -197,9 +197,12 @@ def leaving_clients(d: Path) -> Result:
             time.sleep(0.05)
     for i in range(20):
         host = "evil.example" if i % 2 else f"127.0.0.1:{port}"
-        with socket.create_connection(("127.0.0.1", port)) as c:
-            c.sendall(f"GET /no-such-{'x' * 4000}{i} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # leave with a reset
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.sendall(f"GET /no-such-{'x' * 4000}{i} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # leave with a reset
+        except ConnectionRefusedError:  # the viewer gave up already (a very slow machine)
+            break
         time.sleep(0.03)  # one at a time: the viewer's listen queue is short
     out, err = proc.communicate(timeout=60)
     return Result(proc.returncode, out, err, d)
