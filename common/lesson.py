@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from common import cpu
+from common import cpu, output
 from common.commands import display_path, uv_run
-from common import output
 from common.errors import BadInput, CommandParser, fail, run_command
 from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
 from common.paths import (COMPILE_MODES, DTYPES, Variant, annotated_file, html_file, make_tag, mode_label, table_file,

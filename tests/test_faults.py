@@ -170,10 +170,11 @@ def lesson_command(d: Path, *args) -> list:
 
 def _ctrl_c_under_uv(d: Path) -> Result:
     """A terminal's Ctrl-C during profiling under ``uv run``: the lesson gets it twice, from the terminal
-    and from uv, which forwards it. Without uv on PATH, the group gets it twice."""
+    and from uv, which forwards it. Without uv (or when the tests run outside the project's .venv),
+    the group gets it twice."""
     command = lesson_command(d, "--schedule", "0,0,5000")
     uv = shutil.which("uv")
-    if uv is None:
+    if uv is None or Path(sys.prefix).resolve() != (REPO / ".venv").resolve():  # uv would run another Python
         return signalled(d, command, "profiling", times=2)
     return signalled(d, [uv, "run", "--no-sync", "--project", str(REPO), "python", *command[1:]], "profiling")
 
