@@ -8,7 +8,12 @@
 Writes traces/01_matmul_add/<size>_<dtype>_<warm>_<mode>.txt (the table) and .json (the trace).
 """
 
-from common.lesson import lesson_main, parser, positive_int, setup
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
 cli = parser("01_matmul_add", __doc__, warmup_default=False)  # Part 1 starts cold
 cli.add_argument("--size", type=positive_int, default=64, help="matrices are size x size (default: 64)")

@@ -6,7 +6,12 @@
 Writes traces/02_linear/<batch>x<in_dim>x<out_dim>_<dtype>_<warm>_<mode>.txt and .json.
 """
 
-from common.lesson import lesson_main, parser, positive_int, setup
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
 cli = parser("02_linear", __doc__, warmup_default=True)  # Part 2 warms up by default
 cli.add_argument("--batch", type=positive_int, default=1024, help="rows of the input (default: 1024)")

@@ -8,10 +8,15 @@ Hub; --source pip imports it from the liger-kernel package, for machines without
 Writes traces/03_kernels_mlp/<batch>x<seq>x<dim>x<hidden>_<dtype>_<warm>_<mode>.txt and .json.
 """
 
-from types import SimpleNamespace
+from common.errors import quit_on_interrupt
 
-from common.errors import fail
-from common.lesson import lesson_main, parser, positive_int, setup
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+from types import SimpleNamespace  # noqa: E402
+
+from common.errors import fail  # noqa: E402
+from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1  # pinned: a new kernel version on the Hub must not change the lesson silently

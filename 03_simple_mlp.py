@@ -8,7 +8,12 @@ cpp.enable_kernel_profile is switched on for compiled CPU runs).
 Writes traces/03_simple_mlp/<batch>x<seq>x<dim>x<hidden>_<dtype>_<warm>_<mode>.txt and .json.
 """
 
-from common.lesson import lesson_main, parser, positive_int, setup
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
 cli = parser("03_simple_mlp", __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default: 64)")

@@ -17,7 +17,12 @@ Writes traces/05_llm/<batch>x<prompt_len>x<new_tokens>_<dtype>_<warm>_<mode>.txt
 variants model-<name> (--model), attn-<name> (not sdpa) and cache-static.
 """
 
-from common.lesson import lesson_main, parser, positive_int, setup
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
 # transformers' attention implementations (sdpa: Part 3's 04_c; eager: its 04_a) and its KV caches
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")

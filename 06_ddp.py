@@ -10,7 +10,12 @@ of the backward. Every rank writes traces/06_ddp/<tag>_rank<k>.txt and .json; ra
 console and, at the end, the report over every rank's trace.
 """
 
-from common.lesson import parser, positive_float, positive_int
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
+
+from common.lesson import parser, positive_float, positive_int  # noqa: E402
 
 cli = parser("06_ddp", __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch, on each rank (default: 8)")

@@ -92,11 +92,21 @@ class RunKnobs:
                 record_shapes=bool(raw.get("record_shapes", False)),
                 profile_memory=bool(raw.get("profile_memory", False)),
                 with_stack=bool(raw.get("with_stack", False)),
-                variants={str(k): str(v) for k, v in (raw.get("variants") or {}).items()},
+                variants=_variants(raw.get("variants")),
                 matmul_flops_per_step=int(raw["matmul_flops_per_step"]) if raw.get("matmul_flops_per_step") else None,
                 job=JobKnobs.from_json(raw.get("job")),
                 guess=raw["guess"] if isinstance(raw.get("guess"), dict) else None,
                 cpu=raw["cpu"] if isinstance(raw.get("cpu"), dict) else None,
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             return None
+
+
+def _variants(raw: Any) -> dict[str, str]:
+    """A lesson's own knobs: an object of names to values (text or numbers). Anything else (a list, a
+    nested object) is not what a lesson writes: the variants count as absent, so no rule reads them."""
+    if not isinstance(raw, dict):
+        return {}
+    if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in raw.values()):
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}

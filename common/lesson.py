@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import platform
+import re
 import shutil
 import sys
 import warnings
@@ -27,12 +28,12 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from common import cpu
+from common import cpu, output
 from common.commands import display_path, uv_run
-from common.errors import BadInput, CommandParser, fail
+from common.errors import BadInput, CommandParser, fail, run_command
 from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
-from common.paths import (COMPILE_MODES, DTYPES, Variant, annotated_file, atomic_path, html_file, make_tag, mode_label,
-                          table_file, trace_file)
+from common.paths import (COMPILE_MODES, DTYPES, Variant, annotated_file, html_file, make_tag, mode_label, table_file,
+                          trace_file)
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -47,11 +48,19 @@ TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --d
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
 WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the posts)
 MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this share of free memory
+MAX_INT = 2**63 - 1  # a whole-number flag beyond this fits no tensor dimension (int64)
+MAX_THREADS = 1024  # --threads beyond this is a typo, not a machine
 
 
 class _Parser(CommandParser):
-    """A parser that accepts ``--in_dim`` and ``--in-dim`` alike (and fails in one line). Under torchrun,
-    only local rank 0 says anything (--help, a usage error): the other ranks exit with it, quietly."""
+    """A parser that accepts ``--in_dim`` and ``--in-dim`` alike (and fails in one line), and takes a
+    value that starts with a minus and a digit (``--schedule -1,1,3``, ``--size -3``) as a value,
+    so the flag's own check answers, not "expected one argument". Under torchrun, only local rank 0
+    says anything (--help, a usage error): the other ranks exit with it, quietly."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\d[\d.,]*$")
 
     def parse_args(self, *args, **kwargs):
         if os.environ.get("LOCAL_RANK", "0") == "0":
@@ -75,7 +84,10 @@ def positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
+        raise argparse.ArgumentTypeError(f"{_short_number(value)} must be positive")
+    if value > MAX_INT:
+        raise argparse.ArgumentTypeError(f"{_short_number(value)} is too large (at most 2^63-1, and a size "
+                                         "this large would not fit in memory anyway)")
     return value
 
 
@@ -87,6 +99,30 @@ def positive_float(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text} must be a positive number")
     return value
+
+
+def thread_count(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{_short_number(value)} threads is more than any CPU here runs "
+                                         f"(at most {MAX_THREADS})")
+    return value
+
+
+def trace_folder(text: str) -> Path:
+    """--trace_dir: a folder the run can create or fill, checked before torch is imported (nothing is
+    created until the files are written)."""
+    try:
+        output.check_folder(Path(text))
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return Path(text)
+
+
+def _short_number(value: int) -> str:
+    """A number for a message: ``12345``, or ``about 10^160`` when it has too many digits to read."""
+    digits = len(str(abs(value)))
+    return str(value) if digits <= 20 else f"about {'-' if value < 0 else ''}10^{digits - 1}"
 
 
 @dataclass(frozen=True)
@@ -138,7 +174,7 @@ def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.Ar
     p.set_defaults(script=script)
     p.add_argument("--dtype", choices=list(DTYPES), default=None,
                    help="element type (default: bf16; on a CPU without bf16 matmul instructions, fp32)")
-    p.add_argument("--threads", type=positive_int, default=None,
+    p.add_argument("--threads", type=thread_count, default=None,
                    help="intra-op threads (default on the CPU: 1, for steady timings on a shared machine)")
     p.add_argument(
         "--warmup", action=argparse.BooleanOptionalAction, default=warmup_default,
@@ -156,7 +192,7 @@ def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.Ar
     p.add_argument("--profile-memory", action="store_true", help="record allocations (adds CPU overhead)")
     p.add_argument("--with-stack", action="store_true", help="record Python stacks (adds CPU overhead)")
     p.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
-    p.add_argument("--trace_dir", type=Path, default=None, help=f"output folder (default: traces/{script})")
+    p.add_argument("--trace_dir", type=trace_folder, default=None, help=f"output folder (default: traces/{script})")
     p.add_argument("--no-report", action="store_true", help="skip the short trace report at the end")
     p.add_argument("--html", action="store_true", help="also write the report as a page of plots: <tag>.html")
     p.add_argument("--annotate", action="store_true",
@@ -222,10 +258,20 @@ class Lesson:
         """A spinner while something slow runs (warm-up, compilation); nothing when ``when`` is False."""
         return self.console.status(what, spinner="dots") if when else contextlib.nullcontext()
 
+    @property
+    def outputs(self) -> list[Path]:
+        """Every file this run writes: the table, the trace, and with --html, --annotate the page and the copy."""
+        folder, a = self.trace_path.parent, self.args
+        return [self.table_path, self.trace_path, *([html_file(folder, self.tag)] if a.html else []),
+                *([annotated_file(folder, self.tag, a.gzip)] if a.annotate else [])]
+
     @contextlib.contextmanager
     def writing(self) -> Iterator[tuple[Path, Path]]:
-        """Temporary (table, trace) paths; both are renamed into place only if the block succeeds."""
-        with atomic_path(self.table_path) as table_tmp, atomic_path(self.trace_path) as trace_tmp:
+        """Temporary (table, trace) paths (``prof.export_chrome_trace`` writes the trace's); both are
+        renamed into place only if the block succeeds and wrote both (:func:`common.output.writing`:
+        the trace folder is created here, and removed again if the write fails)."""
+        with output.writing([self.table_path, self.trace_path], what="the table and the trace",
+                            make_folders=True) as (table_tmp, trace_tmp):
             yield table_tmp, trace_tmp
 
     def check_close(self, got: "torch.Tensor", want: "torch.Tensor", what: str) -> bool:
@@ -334,8 +380,14 @@ def _check_fits(elements: int, dtype: "torch.dtype", device: "torch.device") -> 
     need = elements * dtype.itemsize
     have = free_bytes(device)
     if need > MEMORY_HEADROOM * have:
-        fail(f"these shapes need about {need / 2**30:.1f} GiB on {device.type}, but only "
+        fail(f"these shapes need about {_gib(need)} GiB on {device.type}, but only "
              f"{have / 2**30:.1f} GiB is free; use smaller sizes")
+
+
+def _gib(size: int) -> str:
+    """Bytes in GiB for a message, whatever their number (``--size 10**160`` has no float)."""
+    gib = size >> 30
+    return f"{size / 2**30:.1f}" if gib < 10**15 else f"10^{len(str(gib)) - 1}"
 
 
 def _check_compiler() -> None:
@@ -352,15 +404,6 @@ def _check_compiler() -> None:
     if not shutil.which(compiler):
         fail(f"{what}, and {compiler!r} was not found. {todo}")
 
-
-def _check_trace_dir(trace_dir: Path) -> None:
-    try:
-        trace_dir.mkdir(parents=True, exist_ok=True)
-        probe = trace_dir / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        fail(f"cannot write to the trace folder {trace_dir}: {exc.strerror or exc}")
 
 
 def setup(
@@ -419,7 +462,7 @@ def setup(
 
         inductor_config.cpp.enable_kernel_profile = True
     trace_dir = args.trace_dir if args.trace_dir is not None else Path("traces") / args.script
-    _check_trace_dir(trace_dir)
+    output.check_folder(trace_dir)  # created when the files are written: a run that fails leaves no folder
 
     own = list(variants(args)) if variants else []
     mode = mode_label(args.compile, args.compile_mode)
@@ -437,6 +480,7 @@ def setup(
     )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
                     console, knobs)
+    output.check_targets([(None, path) for path in lesson.outputs])  # each a regular file or new, no two alike
     _quiet_what_the_lesson_explains(args)
     _describe(lesson, cpu_choice)
     return lesson
@@ -506,22 +550,15 @@ def _describe(lesson: Lesson, cpu_choice: "cpu.CpuChoice | None") -> None:
 
 
 def lesson_main(main: Callable[[], int | None]) -> Callable[[], int]:
-    """Run a lesson's main(): bad input or out-of-memory -> one line on stderr, exit status 2."""
+    """Run a lesson's main() with :func:`common.errors.run_command`: bad input or out-of-memory is one
+    line on stderr and exit status 2, a Ctrl-C one line and 130, the files being written removed."""
+
+    def out_of_memory(exc: BaseException) -> str | None:
+        where = _out_of_memory(exc) if isinstance(exc, RuntimeError) else None  # torch.OutOfMemoryError is one
+        return None if where is None else f"out of {where}memory for these shapes; use smaller sizes"
 
     def wrapper() -> int:
-        try:
-            return main() or 0
-        except BadInput as exc:
-            print(f"error: {exc}", file=sys.stderr)
-        except RuntimeError as exc:  # torch.OutOfMemoryError is one
-            where = _out_of_memory(exc)
-            if where is None:
-                raise
-            print(f"error: out of {where}memory for these shapes; use smaller sizes", file=sys.stderr)
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-        return 2
+        return run_command(main, last=True, translate=out_of_memory)
 
     return wrapper
 

@@ -121,6 +121,7 @@ def plan(args: argparse.Namespace) -> Plan:
         source = str(Path(source).expanduser())  # a local folder: what from_pretrained and the name read
     config = default_config() if source is None else _load_config(source)
     _check_causal_lm(config, source)
+    _check_weights(source)  # before the model's classes load: a folder without weights is said at once
     parameters = _check_attention(config, args.attn, source)
     tokenizer, prompt_ids = _tokenize(args.prompt, source)
     prompt_len = len(prompt_ids) if prompt_ids is not None else args.prompt_len
@@ -186,6 +187,19 @@ def _load_config(source: str):
     except (OSError, ValueError) as exc:
         fail(f"cannot load --model {source} from the Hugging Face Hub ({_first_line(exc)}); "
              "use the default model (leave out --model) or a local folder")
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")  # what from_pretrained loads from a folder
+
+
+def _check_weights(source: str | None) -> None:
+    """A local folder holds weights (a config alone builds nothing): said now, before the run starts."""
+    if source is None or not Path(source).is_dir():
+        return
+    if not any((Path(source) / name).is_file() for name in WEIGHT_FILES):
+        fail(f"cannot load the weights of --model {source}: the folder has a config.json but no weights "
+             f"({' or '.join(WEIGHT_FILES[::2])}); save the model with save_pretrained, or leave out --model")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Artifact names and atomic writes.
+"""Artifact names (the files are written by :mod:`common.output`).
 
 A run's files are ``<trace_dir>/<size>_<dtype>_<warm>_<mode>[_<variant>...].txt`` and ``.json``
 (``.json.gz`` with ``--gzip``). The name is the whole record of the knobs that change the trace,
@@ -15,7 +15,6 @@ posts' name (``64_bf16_cold_eager``); every other knob adds a variant, in a fixe
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,16 +135,9 @@ def annotated_file(trace_dir: Path, tag: str, gzip: bool) -> Path:
 
 @contextlib.contextmanager
 def atomic_path(final: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``final``; rename it into place only if the block succeeds.
+    """A temporary path for ``final``, renamed into place only if the block succeeds: the suite's one
+    writer, :func:`common.output.writing` (kept here for callers of this name)."""
+    from common.output import writing
 
-    The temporary name keeps the final suffix (``.json.gz`` makes the profiler gzip) and starts
-    with a dot, so listings skip it. A file appears whole or not at all.
-    """
-    final = Path(final)
-    tmp = final.with_name(f".tmp-{os.getpid()}-{final.name}")
-    try:
+    with writing([final]) as (tmp,):
         yield tmp
-        os.replace(tmp, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()

@@ -11,10 +11,16 @@ fetched the file completely. The trace never leaves the machine.
 
 from __future__ import annotations
 
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while the modules import: one line, exit 130
+
 import argparse
 import errno
 import getpass
 import http.server
+import math
 import os
 import signal
 import socket
@@ -159,6 +165,13 @@ class _OneFileServer(http.server.ThreadingHTTPServer):
         self.trace, self.origins, self.served = trace, origins, False
         super().__init__(("127.0.0.1", port), _OneFileHandler)  # loopback only
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that left before its answer was written (a reset, a broken pipe, a timeout) is
+        not an error of the viewer's: say nothing. Anything else is reported as usual."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
 
 def _open_server(port: int, trace: Path, origins: set[str]) -> _OneFileServer:
     try:
@@ -301,13 +314,18 @@ def list_traces(root: Path, console: Console | None = None) -> int:
 # ----------------------------------------------------------------------------- the command
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: beyond it, leave --timeout out (wait until Ctrl-C)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    if not math.isfinite(value) or value <= 0:  # nan, inf and 1e400 would never time out
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
+    if value > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text} s is more than a week; leave --timeout out to wait until Ctrl-C")
     return value
 
 
@@ -337,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.port < 65536:
         fail(f"--port {args.port} is not a port number")
     # Ctrl-C stops the server even when started from a shell that ignores SIGINT (a background job)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return serve(args.path, args.port, browser=not args.no_browser, timeout=args.timeout,
                  origins=tuple(args.allow_origin))
 

@@ -65,7 +65,7 @@ def test_unwritable_trace_dir(tmp_path):
     blocker.write_text("not a folder")
     run = run_script("01_matmul_add.py", trace_dir=blocker / "traces")
     assert run.returncode == 2
-    assert run.stderr.strip().startswith("error: cannot write to the trace folder")
+    assert run.stderr.startswith("error: ") and "cannot write to the trace folder" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert blocker.read_text() == "not a folder"
 

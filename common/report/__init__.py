@@ -91,21 +91,13 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
         console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
 
 
-def write_html(m, findings, dest) -> int:
-    """Write the report page of one model to ``dest`` (whole or not at all); returns its size in bytes."""
-    from pathlib import Path
-
-    from common.errors import fail
-    from common.paths import atomic_path
+def write_html(m, findings, dest, *, flag: str | None = None) -> int:
+    """Write the report page of one model to ``dest`` (whole or not at all, :func:`common.output.write_file`;
+    ``flag`` names it in an error line); returns its size in bytes."""
+    from common.output import write_file
     from common.report.html import render_html
 
-    data = render_html(m, findings).encode()
-    try:
-        with atomic_path(Path(dest)) as tmp:
-            tmp.write_bytes(data)
-    except OSError as exc:
-        fail(f"{dest}: cannot write the page ({exc.strerror or exc})")
-    return len(data)
+    return write_file(dest, render_html(m, findings).encode(), flag=flag, what="the page")
 
 
 def _shown(path) -> str:

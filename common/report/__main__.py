@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from common.errors import quit_on_interrupt
+
+if __name__ == "__main__":
+    quit_on_interrupt()  # a Ctrl-C while the modules import: one line, exit 130
+
 import argparse
 import os
 import re
-import stat
 import sys
 from pathlib import Path
 
+from common import output
 from common.commands import display_path
 from common.errors import CommandParser, exit_on_bad_input, fail
-from common.paths import atomic_path
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
 DEFAULT_TOP = 15
@@ -114,39 +118,49 @@ def _inputs(args: argparse.Namespace) -> list[str]:
     return args.compare or args.traces
 
 
-def check_output(dest: str | None, inputs: list[str], flag: str = "-o") -> None:
-    """Refuse an output that is one of the inputs: the same file (device and inode, links resolved),
-    whatever its name and contents; and an output that cannot be a file."""
+def check_output(dest: str | None, inputs: list, flag: str = "-o") -> None:
+    """Refuse an output that cannot be a file (a folder, a device, a FIFO: :func:`common.output.check_target`),
+    and one that is one of the inputs: the same file (device and inode, links resolved), whatever
+    its name and contents."""
     if dest is None or dest == STDIN:
         return
-    try:
-        target = os.stat(dest)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        fail(f"{flag} {shorten(dest)}: cannot write there ({exc.strerror or exc})")
-    if stat.S_ISDIR(target.st_mode):
-        fail(f"{flag} {shorten(dest)}: is a directory; name a file")
+    output.check_target(dest, flag)
+    target = output.identity(dest)
     for source in inputs:
         try:
-            info = os.fstat(sys.stdin.fileno()) if source == STDIN else os.stat(source)
+            info = os.fstat(sys.stdin.fileno()) if str(source) == STDIN else os.stat(source)
         except (OSError, ValueError):
             continue  # an input that cannot be read is reported when it is read
-        if (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
-            what = "standard input" if source == STDIN else f"the trace {shorten(source)}"
+        if ("inode", info.st_dev, info.st_ino) == target:
+            what = "standard input" if str(source) == STDIN else f"the trace {shorten(source)}"
             fail(f"{flag} {shorten(dest)}: that is {what} (the same file); name a new file")
 
 
+def _outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    return [("-o", args.output), ("--html", args.html), ("--annotate", args.annotate)]
+
+
 def check_pictures(args: argparse.Namespace) -> None:
-    """--html and --annotate: never onto an input (the same file under any name), into a folder that exists."""
+    """--html and --annotate: never onto an input (the same file under any name), into a folder that
+    exists; and no two outputs (-o, --html, --annotate) one file."""
     for flag, dest in (("--html", args.html), ("--annotate", args.annotate)):
         if dest is None:
             continue
         check_output(dest, _inputs(args), flag=flag)
         if not Path(dest).resolve().parent.is_dir():
             fail(f"{flag} {shorten(dest)}: no such folder {display_path(Path(dest).resolve().parent)}")
-    if args.html is not None and args.html == args.annotate:
-        fail("--html and --annotate name the same file")
+    output.check_targets(_outputs(args))
+
+
+def check_job_outputs(args: argparse.Namespace, job: list[Path]) -> None:
+    """A job (a folder, or several ranks' traces) has one report: --html and --annotate draw one trace,
+    and -o is none of the job's traces."""
+    for flag, dest in (("--html", args.html), ("--annotate", args.annotate)):
+        if dest is not None:
+            fail(f"{flag} draws one trace, and {shorten(' '.join(args.traces))} is a job of {len(job)} "
+                 "traces; name one rank's trace (the lessons write a page and a copy per rank: 05_ddp.py "
+                 f"{flag})")
+    check_output(args.output, job)
 
 
 def write_pictures(args: argparse.Namespace, model, findings, compared=None) -> None:
@@ -157,53 +171,33 @@ def write_pictures(args: argparse.Namespace, model, findings, compared=None) -> 
         if compared is not None:
             from common.report.html import render_compare_html
 
-            data = render_compare_html(compared).encode()
-            try:
-                with atomic_path(Path(args.html)) as tmp:
-                    tmp.write_bytes(data)
-            except OSError as exc:
-                fail(f"{shorten(args.html)}: cannot write the page ({exc.strerror or exc})")
-            size = len(data)
+            size = output.write_file(args.html, render_compare_html(compared).encode(), flag="--html",
+                                     what="the page")
         else:
             from common.report import write_html
 
-            size = write_html(model, findings, args.html)
+            size = write_html(model, findings, args.html, flag="--html")
         print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
     if args.annotate is not None:
         from common.report.annotate import write_annotated
 
-        slices = write_annotated(Path(args.traces[0]), model, findings, Path(args.annotate))
+        slices = write_annotated(Path(args.traces[0]), model, findings, Path(args.annotate), flag="--annotate")
         print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
               file=sys.stderr)
 
 
 def write_json(obj, dest: str | None) -> None:
+    """The JSON to standard output (no ``dest``, or ``-``) or, whole or not at all, to the file ``dest``."""
     import msgspec
 
     data = msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
     if dest is None or dest == STDIN:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        output.write_stdout(data)
         return
-    try:
-        if _is_special(dest):  # /dev/null, a FIFO: write to it, there is nothing to rename
-            with open(dest, "wb") as f:
-                f.write(data)
-        else:
-            with atomic_path(Path(dest)) as tmp:
-                tmp.write_bytes(data)
-    except OSError as exc:
-        fail(f"{shorten(dest)}: cannot write the JSON ({exc.strerror or exc})")
+    output.write_file(dest, data, flag="-o", what="the JSON")
     from rich.filesize import decimal
 
     print(f"wrote {display_path(dest)} ({decimal(len(data))} of JSON)")
-
-
-def _is_special(dest: str) -> bool:
-    try:
-        return not stat.S_ISREG(os.stat(dest).st_mode)
-    except OSError:
-        return False
 
 
 @exit_on_bad_input
@@ -223,6 +217,7 @@ def run(argv=None, from_shell: bool = False) -> int:
 
     job = job_inputs(args.traces)
     if job is not None:  # a folder, or several ranks' traces: one report over the job
+        check_job_outputs(args, job)
         from common.report.render_ranks import report_job
 
         return report_job(job, short=args.short, json=args.json, json_dest=args.output, write_json=write_json,
@@ -273,14 +268,13 @@ def main(argv=None) -> int:
     """Run the command. From the shell (no ``argv``), the process leaves with ``os._exit`` once its
     output is flushed: the decoded traces are not freed object by object."""
     from_shell = argv is None
-    try:
-        code = run(argv, from_shell)
-    except BrokenPipeError:  # `... --json | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
+    code = run(argv, from_shell)  # one line for bad input, a write error or an interrupt (common.errors)
     if from_shell:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # flushed inside run already; nothing more to say
+                pass
         os._exit(code)
     return code
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from common.errors import fail
-from common.paths import atomic_path
+from common.output import identity, writing
 from common.report.model import Model
 from common.report.places import spans_of
 from common.report.rules import Finding
@@ -67,24 +67,27 @@ def splice(original: bytes, events: list[dict]) -> bytes:
     return spliced[:brace] + b'"' + FINDINGS_KEY.encode() + b'":' + head + b"," + spliced[brace:]
 
 
-def write_annotated(source: Path, m: Model, findings: list[Finding], out: Path) -> int:
-    """Write the annotated copy of ``source`` to ``out`` (gzipped when it ends in ``.gz``); returns
-    the number of finding slices. Refuses to overwrite the source, an existing annotated copy is fine."""
+def write_annotated(source: Path, m: Model, findings: list[Finding], out: Path, *, flag: str | None = None) -> int:
+    """Write the annotated copy of ``source`` to ``out`` (gzipped when it ends in ``.gz``; whole or not at
+    all, :func:`common.output.writing`; ``flag`` names it in an error line); returns the number of
+    finding slices. Refuses to overwrite the source, an existing annotated copy is fine."""
     source, out = Path(source), Path(out)
+    named = f"{flag} {out}" if flag else str(out)
     if not str(out).endswith((".json", ".json.gz")):
-        fail(f"--annotate {out}: name a .json or .json.gz file")
-    if out.exists() and out.resolve() == source.resolve():
-        fail(f"--annotate {out}: that is the trace itself; name a new file (e.g. {_default_name(source)})")
+        fail(f"{named}: name a .json or .json.gz file")
+    if out.exists() and identity(out) == identity(source):
+        fail(f"{named}: that is the trace itself; name a new file (e.g. {_default_name(source)})")
     original = _read_text(source)
     if FINDINGS_KEY.encode() in original[:200]:
         fail(f"{source}: already annotated by the report; annotate the original trace")
     events = findings_events(m, findings)
     data = splice(original, events)
-    try:
-        with atomic_path(out) as tmp:
-            tmp.write_bytes(gzip.compress(data, 6) if str(out).endswith(".gz") else data)
-    except OSError as exc:
-        fail(f"{out}: cannot write the annotated trace ({exc.strerror or exc})")
+    with writing([out], flag=flag, what="the annotated trace") as (tmp,):
+        if str(out).endswith(".gz"):
+            with gzip.open(tmp, "wb", compresslevel=6) as f:
+                f.write(data)
+        else:
+            tmp.write_bytes(data)
     return sum(1 for e in events if e["ph"] == "X")
 
 
