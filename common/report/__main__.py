@@ -234,7 +234,7 @@ def run(argv=None, from_shell: bool = False) -> int:
     if args.json:
         from common.report.render import to_json
 
-        objs = [to_json(m, f) for m, f in results]
+        objs = [to_json(tables, f) for tables, f in results]
         write_json(objs[0] if len(objs) == 1 else objs, args.output)
         return 0
     from rich.console import Console
@@ -242,18 +242,18 @@ def run(argv=None, from_shell: bool = False) -> int:
     from common.report.render import render, render_short
 
     console = Console()
-    for i, (m, f) in enumerate(results):
+    for i, (tables, f) in enumerate(results):
         if i:
             console.print()
         if args.short:
-            render_short(m, f, console)
+            render_short(tables, f, console)
         else:
-            render(m, f, console, top=args.top or DEFAULT_TOP)
+            render(tables, f, console, top=args.top or DEFAULT_TOP)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """Two models side by side (no rules run: the comparison reads numbers only)."""
+    """Two traces' tables side by side (no rules run: the comparison reads numbers only)."""
     from common.report import model_of
     from common.report.compare import compare, render_compare
 

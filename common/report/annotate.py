@@ -17,7 +17,7 @@ from pathlib import Path
 
 from common.errors import fail
 from common.paths import atomic_path
-from common.report.model import Model
+from common.report.tables import Tables
 from common.report.places import spans_of
 from common.report.rules import Finding
 
@@ -27,7 +27,7 @@ FINDINGS_CATEGORY = "finding"
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-def findings_events(m: Model, findings: list[Finding]) -> list[dict]:
+def findings_events(t: Tables, findings: list[Finding]) -> list[dict]:
     """The Findings process: its name and sort order (metadata), then one slice per finding place."""
     events: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": FINDINGS_PID, "tid": 0, "args": {"name": "Findings"}},
@@ -35,9 +35,9 @@ def findings_events(m: Model, findings: list[Finding]) -> list[dict]:
         {"ph": "M", "name": "thread_name", "pid": FINDINGS_PID, "tid": 1, "args": {"name": "report findings"}},
     ]
     for f in findings:
-        for span in spans_of(m, f):
+        for span in spans_of(t, f):
             events.append({"ph": "X", "cat": FINDINGS_CATEGORY, "name": f.rule, "pid": FINDINGS_PID, "tid": 1,
-                           "ts": round(m.t0 + span.start_us, 3), "dur": round(span.dur_us, 3),
+                           "ts": round(t.model.t0 + span.start_us, 3), "dur": round(span.dur_us, 3),
                            "args": {"level": f.level, "message": f.message, "hint": f.hint,
                                     "evidence": f.evidence}})
     return events
@@ -67,7 +67,7 @@ def splice(original: bytes, events: list[dict]) -> bytes:
     return spliced[:brace] + b'"' + FINDINGS_KEY.encode() + b'":' + head + b"," + spliced[brace:]
 
 
-def write_annotated(source: Path, m: Model, findings: list[Finding], out: Path) -> int:
+def write_annotated(source: Path, t: Tables, findings: list[Finding], out: Path) -> int:
     """Write the annotated copy of ``source`` to ``out`` (gzipped when it ends in ``.gz``); returns
     the number of finding slices. Refuses to overwrite the source, an existing annotated copy is fine."""
     source, out = Path(source), Path(out)
@@ -78,7 +78,7 @@ def write_annotated(source: Path, m: Model, findings: list[Finding], out: Path) 
     original = _read_text(source)
     if FINDINGS_KEY.encode() in original[:200]:
         fail(f"{source}: already annotated by the report; annotate the original trace")
-    events = findings_events(m, findings)
+    events = findings_events(t, findings)
     data = splice(original, events)
     try:
         with atomic_path(out) as tmp:
