@@ -59,7 +59,7 @@ def _long_final_sync(t: Tables, f: Finding) -> list[Span]:
 
 
 def _hidden_dtod_copy(t: Tables, f: Finding) -> list[Span]:
-    from common.report.rules import _dtod_before_gemm  # the rule's own pairing
+    from common.report.rules.copies import _dtod_before_gemm  # the rule's own pairing
 
     dev = t.model.dev
     return [Span(float(dev.ts[c]), float(dev.dur[c])) for c, _ in _dtod_before_gemm(t)]
