@@ -1,6 +1,6 @@
 """The findings drawn onto the trace: a copy of it with one more process, "Findings", whose track
-holds a slice for every finding that has a place in time, named by the rule, with the message,
-evidence and hint in its args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the
+holds a slice for every place in time a finding points at (its spans, filled by the rule), named by
+the rule, with the message, evidence and hint in its args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the
 cold first step, the gap between kernels or the hidden copy is marked where it happens.
 
 Every original event is kept byte for byte: the new events are spliced into the JSON text at the
@@ -18,7 +18,6 @@ from pathlib import Path
 from common.errors import fail
 from common.paths import atomic_path
 from common.report.tables import Tables
-from common.report.places import spans_of
 from common.report.rules import Finding
 
 FINDINGS_PID = 999_999_001  # a process id no profiler hands out (Kineto's are OS pids or small device ids)
@@ -35,7 +34,7 @@ def findings_events(t: Tables, findings: list[Finding]) -> list[dict]:
         {"ph": "M", "name": "thread_name", "pid": FINDINGS_PID, "tid": 1, "args": {"name": "report findings"}},
     ]
     for f in findings:
-        for span in spans_of(t, f):
+        for span in f.spans:
             events.append({"ph": "X", "cat": FINDINGS_CATEGORY, "name": f.rule, "pid": FINDINGS_PID, "tid": 1,
                            "ts": round(t.model.t0 + span.start_us, 3), "dur": round(span.dur_us, 3),
                            "args": {"level": f.level, "message": f.message, "hint": f.hint,

@@ -12,6 +12,17 @@ from typing import Optional
 
 
 @dataclass(frozen=True)
+class Span:
+    """A stretch of time a finding points at: µs relative to the window's start."""
+
+    start_us: float
+    dur_us: float
+
+    def __iter__(self):  # start, dur = span
+        return iter((self.start_us, self.dur_us))
+
+
+@dataclass(frozen=True)
 class StepBreakdown:
     """TensorBoard's step breakdown: each instant counted once, in the first category active then."""
 

@@ -16,9 +16,11 @@ from typing import Optional
 import numpy as np
 
 from common.knobs import RunKnobs
+from common.report import aggregates as agg
 from common.report import names as trace_names
 from common.report.cpu_work import CpuWork, split_cpu_work
-from common.report.phases import Phase, phase_table
+from common.report.gpus import Gpu
+from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
@@ -48,6 +50,22 @@ class Tables:
     cpu_work: Optional[CpuWork]  # per step: compute ops' own work vs the dispatch around them
     aligned_steps: AlignedSteps  # the steps as TensorBoard sees them
     gpu_busy: Intervals  # the union of every kernel, memcpy and memset
+    gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
+    # what particular rules read (:mod:`.aggregates`)
+    top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
+    op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
+    matmul_runtime_calls: dict  # {aten::mm/bmm: (runtime calls directly under it, its calls)}
+    mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
+    occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
+    graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
+    final_sync: Optional[agg.FinalSync]  # the last device synchronize
+    buffer_requests: agg.BufferRequests  # the profiler's Activity Buffer Requests
+    kernel_gaps: tuple  # per step, its largest gap between device work (aggregates.KernelGap or None)
+    first_annotation_start_us: Optional[float]  # where the first step's first annotation starts
+    phase_calls: dict  # {phase name: (Span of each call)}
+    dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
+    addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
+    compile: Optional[agg.CompileFrames]  # torch.compile's frames
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -83,10 +101,21 @@ def build_tables(m: Model) -> Tables:
                                   self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
                                   step_walls=[s.dur for s in m.steps], thread=cpu.thread,
                                   step_threads=[s.tid for s in m.steps])
-    return Tables(model=m, numbers=numbers, step_rows=step_rows(m, per_step, gpu_union, aligned), breakdown=breakdown,
-                  categories=category_table(m), kernels=kernel_table(m), ops=op_table(m),
-                  phases=tuple(phase_table(m, gpu_union)), cpu_work=cpu_work, aligned_steps=aligned,
-                  gpu_busy=gpu_union)
+    rows = step_rows(m, per_step, gpu_union, aligned)
+    ops = op_table(m)
+    phases = tuple(phase_table(m, gpu_union))
+    return Tables(
+        model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
+        kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
+        gpu=agg.gpu_of_trace(m), top_op_children=agg.top_op_children(m, ops),
+        op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
+        matmul_runtime_calls=agg.runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
+        occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
+        final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
+        kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
+        first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
+        phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
+        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops))
 
 
 # ----------------------------------------------------------------------------- the GPU and CPU totals

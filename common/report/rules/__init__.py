@@ -1,9 +1,10 @@
 """Rules: the trace-reading cheatsheet as code, one module per theme.
 
-Each rule is a small function over the :class:`~common.report.tables.Tables`; its docstring is the
-cheatsheet row it implements. It returns a :class:`Finding` (the evidence) or None. Rules only
-read numbers the tables computed; the few per-rule aggregations left run over short selections
-(one op name, one kernel name), never over every event again.
+Each rule is a small function over the :class:`~common.report.tables.Tables` (and the run's knobs,
+``t.knobs``); its docstring is the cheatsheet row it implements. It returns a :class:`Finding` (the
+evidence, and the spans of time it points at) or None. Rules read numbers the tables computed and
+judge them; they do not aggregate events (a number a rule needs is a table in
+:mod:`common.report.aggregates`).
 
 The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
@@ -18,17 +19,32 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from common.report.rows import Span
 
-@dataclass
+
+@dataclass(frozen=True)
 class Finding:
     rule: str
     message: str  # one line: what was seen, with the numbers
     hint: str = ""  # what to try
     evidence: dict = field(default_factory=dict)
     level: str = "info"  # info | warn | note
+    spans: tuple = ()  # Span: where in time it happened, inside the window (the annotated trace draws them)
 
     def to_json(self) -> dict:
         return dict(rule=self.rule, level=self.level, message=self.message, hint=self.hint, evidence=self.evidence)
+
+
+def in_window(t, spans) -> tuple:
+    """``spans`` (Span or (start, duration) pairs, µs from the window's start) clipped to the window;
+    those wholly outside it are left out."""
+    w0, w1 = t.model.window
+    out = []
+    for start, dur in spans:
+        a, b = max(start, w0), min(start + max(dur, 0.0), w1)
+        if b >= a:
+            out.append(Span(a, b - a))
+    return tuple(out)
 
 
 # The theme modules import Finding from here: defined above, before they are imported.

@@ -3,35 +3,12 @@ the window."""
 
 from __future__ import annotations
 
-import re
-
-import numpy as np
 
 from common.report import names as trace_names
-from common.report.model import KERNEL, RUNTIME, STEP_RE
-from common.report.rules import Finding
+from common.report.aggregates import REGION
+from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
-
-
-_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
-
-
-_FXGRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
-
-
-COMPILE_FRAMES = ("TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "CompiledFunction",
-                  "Pregraph bytecode")
-
-
-def _compile_info(t: Tables) -> dict | None:
-    ops = {o.name: o for o in t.ops}
-    regions = {n: o.calls for n, o in ops.items() if _REGION.match(n)}
-    hashes = {_FXGRAPH.match(n).group(1): o.calls for n, o in ops.items() if _FXGRAPH.match(n)}
-    frames = {n: o.calls for n, o in ops.items() if n in COMPILE_FRAMES}
-    if not (regions or hashes or frames):
-        return None
-    return dict(regions=regions, hashes=hashes, frames=frames)
 
 
 def torch_compile(t: Tables):
@@ -39,44 +16,44 @@ def torch_compile(t: Tables):
     on every step: Dynamo checking guards (paid on every call). AOTDispatcher Runtime Wrapper
     Prologue: AOTAutograd's wrapper, always in the stack. ## Call CompiledFxGraph <hash> with the
     same hash across steps: cache hits on the generated code."""
-    info = _compile_info(t)
+    info = t.compile
     if info is None:
         return None
     nsteps = len(t.model.steps) if t.model.window_source == "ProfilerStep" else 0
     parts = []
-    if info["regions"]:
-        parts.append("regions " + ", ".join(f"{n.split(': ')[1]} ({c}x)" for n, c in info["regions"].items()))
-    for n, c in info["frames"].items():
+    if info.regions:
+        parts.append("regions " + ", ".join(f"{n.split(': ')[1]} ({c}x)" for n, c in info.regions.items()))
+    for n, c in info.frames.items():
         parts.append(f"{n} {c}x" + (f" ({c / nsteps:.0f}/step)" if nsteps else ""))
-    if info["hashes"]:
-        parts.append("CompiledFxGraph " + ", ".join(f"{h} ({c}x)" for h, c in info["hashes"].items()))
-    one = len(info["hashes"]) <= 1 and len(info["regions"]) <= 1
+    if info.hashes:
+        parts.append("CompiledFxGraph " + ", ".join(f"{h} ({c}x)" for h, c in info.hashes.items()))
+    one = len(info.hashes) <= 1 and len(info.regions) <= 1
     verdict = "one graph, called from its cache every step" if one else "several graphs (see recompiles)"
     return Finding("torch_compile", f"torch.compile frames: {'; '.join(parts)}: {verdict}",
                    "generated code: /tmp/torchinductor_<user>/ (TORCH_COMPILE_DEBUG=1 or TORCH_LOGS=output_code); "
                    "for a single small op the Dynamo/AOT wrappers cost more CPU than eager",
-                   dict(regions=info["regions"], hashes=info["hashes"], frames=info["frames"]))
+                   dict(regions=info.regions, hashes=info.hashes, frames=info.frames))
 
 
 def recompiles(t: Tables):
     """Several CompiledFxGraph hashes or Torch-Compiled Region indices: recompiles (new shapes,
     dtypes or guards failing) or graph breaks; one stable hash means cache hits."""
-    info = _compile_info(t)
+    info = t.compile
     if info is None:
         return None
-    regions = [(_REGION.match(n).group(1), _REGION.match(n).group(2)) for n in info["regions"]]
+    regions = [(REGION.match(n).group(1), REGION.match(n).group(2)) for n in info.regions]
     recompiled = sorted({f"{a}/{b}" for a, b in regions if b != "0"})
     frames = sorted({a for a, _ in regions})
-    if len(info["hashes"]) <= 1 and len(regions) <= 1:
+    if len(info.hashes) <= 1 and len(regions) <= 1:
         return None
     why = (["recompiles " + ", ".join(recompiled)] if recompiled else []) + (
         [f"{len(frames)} frames (graph breaks)"] if len(frames) > 1 else [])
-    return Finding("recompiles", f"{len(info['hashes'])} CompiledFxGraph hashes and {len(regions)} compiled regions "
-                   f"({', '.join(n.split(': ')[1] for n in info['regions']) or '-'}): "
+    return Finding("recompiles", f"{len(info.hashes)} CompiledFxGraph hashes and {len(regions)} compiled regions "
+                   f"({', '.join(n.split(': ')[1] for n in info.regions) or '-'}): "
                    + (" ".join(why) or "several compiled graphs"),
                    "TORCH_LOGS=recompiles,graph_breaks says why; mark dynamic dims or fix the shapes",
-                   dict(hashes=list(info["hashes"]), regions=list(info["regions"]), recompiled=recompiled),
-                   level="warn")
+                   dict(hashes=list(info.hashes), regions=list(info.regions), recompiled=recompiled),
+                   level="warn", spans=in_window(t, info.recompiled_calls))
 
 
 def fused_kernels(t: Tables):
@@ -107,27 +84,20 @@ def cuda_graphs(t: Tables):
     """cudaGraphLaunch on the CPU lane: a captured CUDA graph replays a whole sequence of kernels
     for one launch (torch.compile mode='reduce-overhead', or torch.cuda.graphs): the per-kernel
     launch cost, the overhead of a small-kernel phase such as decode, is gone from the host."""
-    from common.report.phases import GRAPH_LAUNCHES
-
-    cpu, dev = t.model.cpu, t.model.dev
-    graph_ids = t.model.name_mask(lambda s: s in GRAPH_LAUNCHES)
-    launches = np.flatnonzero(graph_ids[cpu.name] & (cpu.kind == RUNTIME))
-    if not launches.size:
+    graphs = t.graph_launches
+    if graphs is None:
         return None
-    is_graph = np.zeros(cpu.n, dtype=bool)
-    is_graph[launches] = True
-    linked = dev.launch >= 0
-    replayed = int((linked & (dev.kind == KERNEL) & is_graph[np.maximum(dev.launch, 0)]).sum())
-    per = f", {replayed / launches.size:,.0f} kernels per launch" if replayed else ""
+    launches, replayed = graphs.launches, graphs.kernels_replayed
+    per = f", {replayed / launches:,.0f} kernels per launch" if replayed else ""
     phases = [p for p in t.phases if p.graph_launches_per_call > 0]
     where = "; ".join(f"{p.name}: {p.graph_launches_per_call:.1f} graph launch(es) and "
                       f"{p.launches_per_call - p.graph_launches_per_call:.1f} other launches per call, "
                       f"{p.kernels_per_call:,.0f} kernels per call" for p in phases[:3])
-    return Finding("cuda_graphs", f"CUDA graphs: {launches.size:,} {t.model.names[cpu.name[launches[0]]]} calls replay "
+    return Finding("cuda_graphs", f"CUDA graphs: {launches:,} {graphs.name} calls replay "
                    f"{replayed:,} kernels{per}: one launch instead of one per kernel" + (f" ({where})" if where else ""),
                    "the kernels still run one after another on the GPU; what is gone is the host's launch cost. "
                    "A graph needs fixed shapes and addresses: a static KV cache",
-                   dict(graph_launches=int(launches.size), kernels_replayed=replayed,
+                   dict(graph_launches=launches, kernels_replayed=replayed,
                         phases={p.name: dict(graph_launches_per_call=rounded(p.graph_launches_per_call, 2),
                                              launches_per_call=rounded(p.launches_per_call, 2),
                                              kernels_per_call=rounded(p.kernels_per_call, 1)) for p in phases}))
@@ -139,23 +109,17 @@ def recompiled_before_window(t: Tables):
     shape changed) and that graph serves every call since. When the shapes keep changing, as a
     growing KV cache's do, this is torch.compile going dynamic (automatic dynamic shapes after the
     first change): one graph for every length instead of one recompile per length."""
-    info = _compile_info(t)
-    if info is None or len(info["hashes"]) != 1:
+    info = t.compile
+    if info is None or len(info.hashes) != 1:
         return None
-    regions = [(_REGION.match(n).group(1), _REGION.match(n).group(2), n) for n in info["regions"]]
+    regions = [(REGION.match(n).group(1), REGION.match(n).group(2), n) for n in info.regions]
     frames = {f for f, _, _ in regions}
     if len(regions) != 1 or len(frames) != 1 or regions[0][1] == "0":
         return None
-    from common.report.model import ANNOTATION
-
     frame, compile_id, name = regions[0]
-    calls = info["regions"][name]
-    nid = t.model.names.index(name)
-    idx = np.flatnonzero(t.model.cpu.name == nid)
-    outer = t.model.enclosing(idx, (ANNOTATION,))
-    named = [t.model.names[t.model.cpu.name[i]] for i in outer.tolist() if i >= 0]
-    named = [n for n in named if not STEP_RE.match(n)]
-    inside = f" inside {max(set(named), key=named.count)}" if named else ""
+    calls = info.regions[name]
+    phase = info.region_phase[name]
+    inside = f" inside {phase}" if phase else ""
     return Finding("recompiled_before_window", f"{name}{inside}: frame {frame}'s compile {compile_id}, a recompile "
                    f"(the guards of an earlier compile failed before the window), serves all {calls:,} calls in the "
                    "window with one graph: no recompiles here; when the shapes change from call to call (a growing KV "
@@ -163,4 +127,4 @@ def recompiled_before_window(t: Tables):
                    "TORCH_LOGS=recompiles,dynamic says which guard failed and which dimension went dynamic; fixed "
                    "shapes (a static KV cache) keep one static graph (region 0/0)",
                    dict(region=name, frame=frame, compile_id=int(compile_id), calls=calls,
-                        graph=next(iter(info["hashes"])), phase=inside.removeprefix(" inside ") or None))
+                        graph=next(iter(info.hashes)), phase=inside.removeprefix(" inside ") or None))

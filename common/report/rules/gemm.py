@@ -3,46 +3,12 @@ path, addmm against mm + add, the GEMM kernels' names, the hotspot kernel, metad
 
 from __future__ import annotations
 
-import numpy as np
 
 from common.report import names as trace_names
-from common.report.gpus import Gpu, gpu_of
-from common.report.model import CATEGORY_CODES, KERNEL, OP, RUNTIME
+from common.report.gpus import Gpu
 from common.report.rules import Finding
-from common.report.rules.judge import names_of
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
-
-
-def trace_gpu(t: Tables) -> Gpu:
-    """The GPU the trace's kernels ran on (its deviceProperties entry)."""
-    first = int(t.model.dev.device[0]) if t.model.dev.n else None
-    return gpu_of(list(t.model.devices.values()), first)
-
-
-def _queried_kernels(t: Tables) -> tuple[np.ndarray, np.ndarray]:
-    """(kernels with a correlated launch, whether an occupancy query came on that thread since its
-    previous launch), both indexed like ``t.model.dev``."""
-    dev, cpu = t.model.dev, t.model.cpu
-    kj = np.flatnonzero((dev.launch >= 0) & (dev.kind == KERNEL))
-    rt = np.flatnonzero(cpu.kind == RUNTIME)  # sorted by thread, then time
-    if not rt.size or not kj.size:
-        return kj, np.zeros(kj.size, dtype=bool)
-    is_occ = t.model.name_mask(trace_names.is_occupancy_query)[cpu.name[rt]]
-    launch_mask = np.zeros(cpu.n, dtype=bool)
-    launch_mask[dev.launch[kj]] = True
-    cq = np.cumsum(is_occ)
-    pos = np.flatnonzero(launch_mask[rt])
-    thread = cpu.thread[rt]
-    prev = np.concatenate(([-1], pos[:-1]))  # previous launch position (any thread)
-    same_thread = (prev >= 0) & (thread[np.maximum(prev, 0)] == thread[pos])
-    before = np.where(same_thread, cq[np.maximum(prev, 0)], 0)
-    # queries since the previous launch on this thread (or since the thread's first runtime call)
-    first_of_thread = np.searchsorted(thread, thread[pos], side="left")
-    base = np.where(same_thread, before, np.where(first_of_thread > 0, cq[np.maximum(first_of_thread - 1, 0)], 0))
-    q_of_rt = np.zeros(rt.size, dtype=bool)
-    q_of_rt[pos] = (cq[pos] - base) > 0
-    return kj, q_of_rt[np.searchsorted(rt, dev.launch[kj])]
 
 
 def occupancy_query(t: Tables):
@@ -51,34 +17,18 @@ def occupancy_query(t: Tables):
     conv); cuBLAS asks how many blocks fit on an SM to pick a variant. A launch with no preceding
     query: an elementwise or reduction kernel with a fixed, light footprint. Below sm_90 (the posts'
     A100) every cuBLAS GEMM launch follows a query; on sm_90+ (cuLaunchKernelEx) it is optional."""
-    if not t.has_gpu:
+    occ = t.occupancy
+    if occ is None:
         return None
-    dev, cpu = t.model.dev, t.model.cpu
-    gpu = trace_gpu(t)
-    kj, kq = _queried_kernels(t)
-    gemm = dev.category[kj] == CATEGORY_CODES["gemm"]
-    gemm_launches = names_of(t, cpu.name[dev.launch[kj[gemm]]])
+    gpu = t.gpu
     ev = dict(gpu=gpu.describe(), compute_capability=gpu.sm, queries_expected=gpu.expects_gemm_occupancy_query,
-              case=gpu.occupancy_case(), gemm_launches=int(gemm.sum()), gemm_launches_queried=int((gemm & kq).sum()),
-              launch_calls=gemm_launches)
-    if not kq.any():
+              case=gpu.occupancy_case(), gemm_launches=occ.gemm_launches,
+              gemm_launches_queried=occ.gemm_launches_queried, launch_calls=list(occ.launch_calls))
+    if not occ.queried:
         return _no_occupancy_query(gpu, ev)
-    kop = np.where(dev.op[kj] >= 0, cpu.name[np.maximum(dev.op[kj], 0)], -1)
-    kname = dev.name[kj]
-
-    def top(mask, k=3):
-        ops, cnt = np.unique(kop[mask], return_counts=True)
-        out = {}
-        for i in np.argsort(-cnt)[:k].tolist():
-            sel = mask & (kop == ops[i])
-            kn, kc = np.unique(kname[sel], return_counts=True)
-            names_ = [trace_names.short_name(t.model.names[kn[j]], 60) for j in np.argsort(-kc)[:2].tolist()]
-            out[t.model.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
-        return out
-
-    queries = names_of(t, cpu.name[(cpu.kind == RUNTIME) & t.model.name_mask(trace_names.is_occupancy_query)[cpu.name]])
-    nq, npl = int(kq.sum()), int((~kq).sum())
-    tq, tp = top(kq), top(~kq)
+    queries = list(occ.queries)
+    nq, npl = occ.queried, occ.plain
+    tq, tp = occ.queried_ops, occ.plain_ops
     qtxt = ", ".join(f"{op} ({v['launches']}x → {v['kernels'][0]})" for op, v in tq.items())
     ptxt = ", ".join(f"{op} ({v['launches']}x)" for op, v in tp.items())
     gtxt = f"; GEMM launches queried: {ev['gemm_launches_queried']} of {ev['gemm_launches']}" if ev["gemm_launches"] else ""
@@ -142,37 +92,15 @@ def metadata_only_ops(t: Tables):
                    dict(ops={o.name: dict(calls=o.calls, cpu_total_us=rounded(o.cpu_total_us)) for o in rows}))
 
 
-def _children_names(t: Tables, parent_name: str) -> dict:
-    cpu = t.model.cpu
-    if parent_name not in t.model.names:
-        return {}
-    nid = t.model.names.index(parent_name)
-    par = np.flatnonzero((cpu.name == nid) & (cpu.kind == OP))
-    if not par.size:
-        return {}
-    kids = np.flatnonzero(np.isin(cpu.parent, par) & (cpu.kind == OP))
-    ids, cnt = np.unique(cpu.name[kids], return_counts=True)
-    return {t.model.names[i]: int(c) for i, c in zip(ids.tolist(), cnt.tolist())}
-
-
 def matmul_dispatch(t: Tables):
     """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
     extra CUDA runtime calls): a batched matmul on 3D+ tensors."""
-    kids = _children_names(t, "aten::matmul")
+    kids = t.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
         return None
-    cpu = t.model.cpu
-    rt_per = {}
-    rt = np.flatnonzero(cpu.kind == RUNTIME)
-    if rt.size:
-        inner = t.model.enclosing(rt, (OP,))
-        inner = inner[inner >= 0]
-        for op in ("aten::mm", "aten::bmm"):
-            if op in t.model.names and kids.get(op):
-                nid = t.model.names.index(op)
-                calls = int(((cpu.name == nid) & (cpu.kind == OP)).sum())
-                rt_per[op] = round(float((cpu.name[inner] == nid).sum()) / max(calls, 1), 2)
+    rt_per = {op: round(float(runtime) / max(calls, 1), 2)
+              for op, (runtime, calls) in t.matmul_runtime_calls.items() if kids.get(op)}
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
@@ -191,27 +119,15 @@ def addmm_vs_mm_add(t: Tables):
     """aten::addmm(b, x, w) instead of a separate aten::add + aten::mm pair: operator fusion at
     the dispatcher level; the GPU kernel is still the same GEMM, with the bias add folded into
     the epilogue."""
-    cpu = t.model.cpu
     ops = {o.name: o for o in t.ops}
     addmm = ops["aten::addmm"].calls if "aten::addmm" in ops else 0
-    pairs = 0
-    if "aten::add" in t.model.names:
-        mmish = t.model.name_mask(lambda s: s in ("aten::mm", "aten::matmul", "aten::bmm"))
-        add_id = t.model.names.index("aten::add")
-        cand = np.flatnonzero(((cpu.name == add_id) | mmish[cpu.name]) & (cpu.kind == OP))
-        if cand.size:
-            o = np.lexsort((cand, cpu.parent[cand]))
-            c = cand[o]
-            same = cpu.parent[c[1:]] == cpu.parent[c[:-1]]
-            is_add = cpu.name[c[1:]] == add_id
-            prev_mm = mmish[cpu.name[c[:-1]]]
-            pairs = int((same & is_add & prev_mm).sum())
+    pairs = t.mm_add_pairs
     if not addmm and not pairs:
         return None
-    from_linear = _children_names(t, "aten::linear").get("aten::addmm", 0)
+    from_linear = t.op_children["aten::linear"].get("aten::addmm", 0)
     # On the CPU, addmm seeds its output with the bias (an aten::copy_ inside it), then the GEMM
     # accumulates onto it. A GPU does something else, and which thing depends on the bias's shape.
-    seed_copies = 0 if t.has_gpu else _children_names(t, "aten::addmm").get("aten::copy_", 0)
+    seed_copies = 0 if t.has_gpu else t.op_children["aten::addmm"].get("aten::copy_", 0)
     parts = []
     if addmm:
         via = f" ({from_linear:,} from nn.Linear's aten::linear)" if from_linear else ""

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from common.knobs import RunKnobs
 from common.report.steadiness import first_vs_rest
 from common.report.tables import Tables
@@ -62,7 +60,3 @@ def matmul_gflops(t: Tables) -> float | None:
 def implausibly_slow(t: Tables) -> bool:
     rate = matmul_gflops(t)
     return rate is not None and rate < MIN_PLAUSIBLE_GFLOPS
-
-
-def names_of(t: Tables, ids) -> list:
-    return sorted({t.model.names[i] for i in np.asarray(ids).tolist()})

@@ -3,14 +3,17 @@ hotspot op, an op called very often, an op whose cost lives in its children."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from common.report import names as trace_names
 from common.report.model import STEP_RE
-from common.report.rules import Finding
+from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, steady_work
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
+
+
+def _every_step(t: Tables) -> tuple:
+    """The place of a whole-run finding: every step."""
+    return in_window(t, [(s.start, s.dur) for s in t.model.steps])
 
 
 def _ops(t: Tables) -> list:
@@ -77,7 +80,7 @@ def _cpu_overhead_bound(t: Tables):
                    f"dispatch around them (per step: {_dispatch_text(t)})",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    "tensors) or make fewer calls (torch.compile fuses ops); on a GPU this is the run where the GPU idles",
-                   _cpu_work_evidence(t), level="warn")
+                   _cpu_work_evidence(t), level="warn", spans=_every_step(t))
 
 
 def _cpu_compute_bound(t: Tables):
@@ -90,7 +93,7 @@ def _cpu_compute_bound(t: Tables):
                    f"{_rate_text(t)}); the dispatch around them is {100 - pct:.0f}%",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
                    "cutting dispatch overhead would not",
-                   _cpu_work_evidence(t))
+                   _cpu_work_evidence(t), spans=_every_step(t))
 
 
 def overhead_bound(t: Tables):
@@ -108,7 +111,8 @@ def overhead_bound(t: Tables):
                    f"(device = {100 * dev / cpu:.1f}% of CPU); the GPU is busy {busy:.1f}% of the profiled window",
                    "make the work bigger (larger or batched tensors), fuse ops (torch.compile), or cut launches "
                    "(CUDA graphs: torch.compile mode='reduce-overhead')",
-                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)), level="warn")
+                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
+                   level="warn", spans=_every_step(t))
 
 
 def compute_bound(t: Tables):
@@ -127,7 +131,8 @@ def compute_bound(t: Tables):
     return Finding("compute_bound", f"compute-bound: the GPU is busy {busy:.1f}% of the profiled window "
                    f"(self device {fmt_us(dev)} vs Self CPU {fmt_us(cpu)}){extra}",
                    "optimise the kernels themselves: lower precision (bf16/fp16, TF32), better shapes, fusion",
-                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)))
+                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
+                   spans=_every_step(t))
 
 
 def hotspot_op(t: Tables):
@@ -188,17 +193,12 @@ def children_heavy(t: Tables):
     top = ops[0]  # the ops are sorted by CPU total
     if top.self_cpu_us >= 0.2 * top.cpu_total_us or top.cpu_total_us < 0.05 * max(t.window_us, 1e-9):
         return None
-    cpu = t.model.cpu
-    nid = t.model.names.index(top.name)
-    par = np.flatnonzero(cpu.name == nid)
-    kids = np.flatnonzero(np.isin(cpu.parent, par))
+    kids = t.top_op_children
     child = ""
     ev = {}
-    if kids.size:
-        tot = np.bincount(cpu.name[kids], weights=cpu.dur[kids])
-        c = int(np.argmax(tot))
-        child = f"; the heaviest child is {t.model.names[c]} ({fmt_us(tot[c])})"
-        ev = dict(heaviest_child=t.model.names[c], heaviest_child_us=rounded(tot[c]))
+    if kids is not None and kids.op == top.name and kids.heaviest is not None:
+        child = f"; the heaviest child is {kids.heaviest} ({fmt_us(kids.heaviest_us)})"
+        ev = dict(heaviest_child=kids.heaviest, heaviest_child_us=rounded(kids.heaviest_us))
     return Finding("children_heavy", f"{top.name}: CPU total {fmt_us(top.cpu_total_us)} but self only "
                    f"{fmt_us(top.self_cpu_us)}: the cost lives in its children{child}",
                    "drill into the nested events, not the parent",

@@ -3,7 +3,7 @@ work is overhead-bound."""
 
 from __future__ import annotations
 
-from common.report.rules import Finding
+from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -72,4 +72,4 @@ def overhead_bound_phase(t: Tables):
                         us_per_token=rounded(per_light, 2), reference_us_per_token=rounded(per_heavy, 3),
                         per_token_ratio=rounded(ratio, 1) if per_light is not None else None,
                         gpu_busy_pct=rounded(light.gpu_busy_pct), reference_gpu_busy_pct=rounded(heavy.gpu_busy_pct)),
-                   level="warn")
+                   level="warn", spans=in_window(t, t.phase_calls.get(light.name, ())))

@@ -4,11 +4,10 @@ final synchronize."""
 
 from __future__ import annotations
 
-import numpy as np
+import statistics
 
 from common.report import names as trace_names
-from common.report.model import RUNTIME, SYNC_NAMES
-from common.report.rules import Finding
+from common.report.rules import Finding, in_window
 from common.report.rules.judge import cold_step, implausibly_slow, is_real_steps, matmul_gflops, warmed_up, warmup_hint
 from common.report.steadiness import Spread, first_vs_rest
 from common.report.tables import Tables
@@ -30,7 +29,8 @@ def cold_first_step(t: Tables):
                    warmup_hint(t.knobs),
                    dict(first_step=t.model.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
                         others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
-                        warmed_up=warmed_up(t) if t.knobs else None), level="warn")
+                        warmed_up=warmed_up(t) if t.knobs else None), level="warn",
+                   spans=in_window(t, [(s.start, s.dur) for s in t.model.steps if s.name == t.model.steps[0].name]))
 
 
 def noisy_steps(t: Tables):
@@ -65,7 +65,9 @@ def noisy_steps(t: Tables):
                    f"profile more active steps{hint_steps} on an idle machine"
                    + (" (or with OMP_NUM_THREADS=1 beside other work)" if busy else "") + " and compare medians, not means",
                    dict(steps_us=[rounded(d) for d in durs], judged_from=1 if cold else 0, median_us=rounded(judged.median),
-                        max_over_min=rounded(judged.high / max(judged.low, 1e-9), 2)), level="note")
+                        max_over_min=rounded(judged.high / max(judged.low, 1e-9), 2)), level="note",
+                   spans=in_window(t, [(s.start, s.dur) for s in
+                                       sorted(t.model.steps[1 if cold else 0:], key=lambda s: -s.dur)[:1]]))
 
 
 def annotation_gap(t: Tables):
@@ -79,67 +81,53 @@ def annotation_gap(t: Tables):
     if cmp is None or not cmp.beyond_noise or cmp.ratio < 2:
         return None
     r0 = rows[0][1]
+    gaps = {t.model.steps[i].name: rounded(r.annotation_gap_us, 3) for i, r in rows}
+    start = t.first_annotation_start_us  # the gap, drawn: from the annotation's start to its first op
     per = ", ".join(f"{t.step_label(i)} {fmt_us(r.annotation_gap_us)}" for i, r in rows[:6])
     return Finding("annotation_gap", f"record_function gap: '{r0.annotation}' starts {fmt_us(cmp.first)} before its "
                    f"first op ({r0.first_op}) in {t.step_label(0)}, vs {fmt_us(cmp.rest.median)} in the other steps "
                    f"({per})",
                    "the cold-start tax again: " + warmup_hint(t.knobs),
                    dict(annotation=r0.annotation, first_op=r0.first_op,
-                        gaps_us={t.model.steps[i].name: rounded(r.annotation_gap_us, 3) for i, r in rows}), level="warn")
+                        gaps_us=gaps), level="warn",
+                   spans=in_window(t, [(start, gaps[t.model.steps[0].name])] if start is not None else []))
 
 
 def long_final_sync(t: Tables):
     """A long cudaDeviceSynchronize at the end of the active window: the profiler flushing; its
     duration is mostly the GPU finishing pending work, not a real CPU cost. A sync covering tiny
     GPU work is a classic overhead-bound symptom."""
-    cpu = t.model.cpu
-    sync_ids = t.model.name_mask(lambda s: s in SYNC_NAMES)
-    idx = np.flatnonzero(sync_ids[cpu.name] & (cpu.kind == RUNTIME))
-    if not idx.size:
+    sync = t.final_sync
+    if sync is None or sync.dur_us < 50:
         return None
-    i = int(idx[np.argmax(cpu.ts[idx])])
-    a, d = float(cpu.ts[i]), float(cpu.dur[i])
-    if d < 50:
-        return None
-    gpu = t.gpu_busy
-    busy = float(gpu.covered(a, a + d)) if len(gpu) else 0.0
+    d, busy = sync.dur_us, sync.gpu_busy_us
     if busy > 0.5 * d:
         return None
     total = t.numbers.gpu.busy_in_window_us or 0.0
-    return Finding("long_final_sync", f"long final {t.model.names[cpu.name[i]]}: {fmt_us(d)} while the GPU is busy "
+    return Finding("long_final_sync", f"long final {sync.name}: {fmt_us(d)} while the GPU is busy "
                    f"{fmt_us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {fmt_us(total)}",
                    "the profiler flushing at the end of the window, not a real cost; a sync this long over so little "
                    "GPU work says the run is overhead-bound",
                    dict(sync_us=rounded(d), gpu_busy_during_us=rounded(busy), gpu_busy_in_window_us=rounded(total),
-                        start_us=rounded(a)))
+                        start_us=rounded(sync.start_us)),
+                   spans=in_window(t, [(rounded(sync.start_us), rounded(d))]))
 
 
 def activity_buffer_request(t: Tables):
     """Activity Buffer Request on the GPU lane: the profiler allocating/refilling its own event
     buffer. The first one usually accounts for the initial CPU↔GPU lane offset."""
-    reqs = [o for o in t.model.overheads if "Buffer Request" in o[0]]
-    reqs += [(a[0], a[1], a[2], None, None) for a in t.model.gpu_annotations if "Buffer Request" in a[0]]
+    reqs = t.buffer_requests.requests
     if not reqs:
         return None
-    reqs.sort(key=lambda r: r[1])
-    first = reqs[0]
-    steps = t.model.step_of(np.array([r[1] for r in reqs]))
-    where = sorted({t.step_label(int(s)) for s in steps if s >= 0})
+    first, total = reqs[0], t.buffer_requests.total_us
+    where = sorted({t.step_label(r.step) for r in reqs if r.step >= 0})
     return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
-                   f"{fmt_us(sum(r[2] for r in reqs))} in total; the first at +{fmt_us(first[1])} ({fmt_us(first[2])})"
+                   f"{fmt_us(total)} in total; the first at +{fmt_us(first.start_us)} ({fmt_us(first.dur_us)})"
                    + (f", in steps {', '.join(where)}" if where else ""),
                    "the profiler's own buffer management, not your code: profile a warmed-up loop, or more "
                    "steps to see it only once",
-                   dict(count=len(reqs), total_us=rounded(sum(r[2] for r in reqs)), first_at_us=rounded(first[1]),
-                        steps=where))
-
-
-def _device_window(t: Tables, i: int) -> tuple[float, float]:
-    """Step ``i`` as TensorBoard moves it onto the device side (its host span when TensorBoard drops it)."""
-    aligned = t.aligned_steps
-    if i < aligned.kept:
-        return float(aligned.starts[i]), float(aligned.ends[i])
-    return t.model.steps[i].start, t.model.steps[i].end
+                   dict(count=len(reqs), total_us=rounded(total), first_at_us=rounded(first.start_us), steps=where),
+                   spans=in_window(t, sorted((r.start_us, r.dur_us) for r in reqs)))
 
 
 def kernel_gap(t: Tables):
@@ -147,42 +135,23 @@ def kernel_gap(t: Tables):
     Confirm by running more iterations: if it appears only once, it's the profiler, not your code."""
     if not t.has_gpu or not is_real_steps(t):
         return None
-    dev = t.model.dev
-    gpu = t.gpu_busy
-    best = []
-    for i in range(len(t.model.steps)):
-        sel = dev.step == i
-        if sel.sum() < 2:
-            best.append(None)
-            continue
-        start, end = _device_window(t, i)  # a kernel that claims to start before its step is cut there
-        a, b = max(float(dev.ts[sel].min()), start), min(float(dev.end[sel].max()), end)
-        if b <= a:
-            best.append(None)
-            continue
-        gs, ge = gpu.gaps_inside(a, b)
-        if not gs.size:
-            best.append((0.0, a, a))
-            continue
-        k = int(np.argmax(ge - gs))
-        best.append((float(ge[k] - gs[k]), float(gs[k]), float(ge[k])))
-    vals = [b[0] for b in best if b is not None]
-    if len(vals) < 2:
+    best = t.kernel_gaps
+    if len([b for b in best if b is not None]) < 2:
         return None
-    i = max((i for i, b in enumerate(best) if b is not None), key=lambda i: best[i][0])
-    g = best[i][0]
-    others = [b[0] for j, b in enumerate(best) if b is not None and j != i]
-    med = float(np.median(others))
+    i = max((i for i, b in enumerate(best) if b is not None), key=lambda i: best[i].gap_us)
+    gap = best[i]
+    g = gap.gap_us
+    med = statistics.median(b.gap_us for j, b in enumerate(best) if b is not None and j != i)
     if g < 20 or g < 3 * max(med, 1.0):
         return None
-    gs, ge = best[i][1], best[i][2]
-    overlap = [o[0] for o in t.model.overheads if o[1] < ge and o[1] + o[2] > gs]
+    overlap = list(gap.overlapping)
     over = f"; overlapping {overlap[0]}" if overlap else ""
     return Finding("kernel_gap", f"GPU gap: {fmt_us(g)} idle between two kernels inside {t.step_label(i)} "
-                   f"(at +{fmt_us(gs)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}",
+                   f"(at +{fmt_us(gap.start_us)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}",
                    "run more active steps: if it appears once it is the profiler (buffer request), not your code",
-                   dict(step=t.model.steps[i].name, gap_us=rounded(g), at_us=rounded(gs), median_other_steps_us=rounded(med),
-                        overlapping=overlap))
+                   dict(step=t.model.steps[i].name, gap_us=rounded(g), at_us=rounded(gap.start_us),
+                        median_other_steps_us=rounded(med), overlapping=overlap),
+                   spans=in_window(t, [(rounded(gap.start_us), rounded(g))]))
 
 
 def kernel_time_spread(t: Tables):

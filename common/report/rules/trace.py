@@ -15,7 +15,7 @@ def no_device_lane(t: Tables):
     return Finding("no_device_lane", "no device lane: the trace holds no kernel/memcpy/memset events (a CPU-only "
                    "run, or CUDA activity was not recorded); device-side rules are skipped, CPU-side ones still run",
                    "profile with activities=[CPU, CUDA] on a GPU to see the device lane",
-                   dict(cpu_events=t.model.cpu.n), level="note")
+                   dict(cpu_events=t.numbers.cpu.events), level="note")
 
 
 def no_steps(t: Tables):
