@@ -236,10 +236,10 @@ def test_overlap_agrees_with_hta_oracle():
     from common.report.ranks import hta_overlap_pct, intersection
 
     for name, hta in (("v100_ddp_rank1.json.gz", 0.00), ("a100_rank3.json.gz", 47.03)):
-        m = analyze(DATA_TRACES / "hta" / name)
+        m = analyze(DATA_TRACES / "hta" / name).model
         assert abs(hta_overlap_pct(m) - hta) < 1.0, name
     # HTA leaves the last profiled step out: with it, nccl kernels against every other kernel give 46.24
-    m = analyze(DATA_TRACES / "hta" / "a100_rank3.json.gz")
+    m = analyze(DATA_TRACES / "hta" / "a100_rank3.json.gz").model
     kernel = m.dev.kind == KERNEL
     comm = kernel & m.name_mask(lambda s: s.startswith("nccl"))[m.dev.name]
     u = lambda sel: Intervals(m.dev.ts[sel], m.dev.end[sel])  # noqa: E731

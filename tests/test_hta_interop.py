@@ -50,4 +50,4 @@ def test_comm_comp_overlap_is_htas(tmp_path, name):
 
     shutil.copy(DATA_TRACES / "hta" / name, tmp_path)  # HTA reads every trace in the folder
     theirs = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_comm_comp_overlap(visualize=False)
-    assert abs(hta_overlap_pct(analyze(tmp_path / name)) - float(theirs["comp_comm_overlap_pctg"].iloc[0])) < 0.01
+    assert abs(hta_overlap_pct(analyze(tmp_path / name).model) - float(theirs["comp_comm_overlap_pctg"].iloc[0])) < 0.01

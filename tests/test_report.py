@@ -25,7 +25,7 @@ _cache: dict = {}
 
 
 def real(name: str):
-    """(model, findings) of a trace under tests/data/traces, loaded once per session."""
+    """(tables, findings) of a trace under tests/data/traces, loaded once per session."""
     if name not in _cache:
         _cache[name] = analyze(DATA_TRACES / name)
     return _cache[name]
@@ -37,8 +37,8 @@ def real(name: str):
     ("kineto/v100_resnet50_train.json.gz", 996_477, 392_919, 39.43, None),
 ])
 def test_busy_idle_agree_with_hta(name, span, idle, idle_pct, compute):
-    m, _ = real(name)
-    g = m.numbers.gpu
+    t, _ = real(name)
+    g = t.numbers.gpu
     assert abs(g.idle_pct - idle_pct) < 1.0  # the brief: within 1 percentage point
     assert abs(g.span_us - span) <= 1 and abs(g.idle_us - idle) <= 1  # in fact exact
     assert abs(g.busy_pct - (100 - idle_pct)) < 1.0
@@ -47,18 +47,18 @@ def test_busy_idle_agree_with_hta(name, span, idle, idle_pct, compute):
 
 
 def test_v100_ddp_numbers_and_top_kernels():
-    m, findings = real("hta/v100_ddp_rank1.json.gz")
-    assert [s.number for s in m.steps] == [2, 3, 4, 5, 6]
-    assert m.numbers.gpu.kernels == 19_370
-    assert m.numbers.gpu.launches_correlated == 22_290
-    top = {k["name"]: k for k in m.kernels[:5]}
+    t, findings = real("hta/v100_ddp_rank1.json.gz")
+    assert [s.number for s in t.model.steps] == [2, 3, 4, 5, 6]
+    assert t.numbers.gpu.kernels == 19_370
+    assert t.numbers.gpu.launches_correlated == 22_290
+    top = {k.name: k for k in t.kernels[:5]}
     nccl = top["ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"]
-    assert nccl["calls"] == 2_020 and abs(nccl["total_us"] - 357_343) <= 1
-    assert abs(top["volta_sgemm_128x32_nt"]["total_us"] - 73_955) <= 1
-    assert abs(top["volta_sgemm_128x64_nn"]["total_us"] - 55_313) <= 1
-    assert abs(top["volta_sgemm_32x128_nn"]["total_us"] - 45_961) <= 1
-    add = [k for k in m.kernels if k["name"].startswith("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>")]
-    assert abs(add[0]["total_us"] - 84_724) <= 1
+    assert nccl.calls == 2_020 and abs(nccl.total_us - 357_343) <= 1
+    assert abs(top["volta_sgemm_128x32_nt"].total_us - 73_955) <= 1
+    assert abs(top["volta_sgemm_128x64_nn"].total_us - 55_313) <= 1
+    assert abs(top["volta_sgemm_32x128_nn"].total_us - 45_961) <= 1
+    add = [k for k in t.kernels if k.name.startswith("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>")]
+    assert abs(add[0].total_us - 84_724) <= 1
     r = rules_of(findings)
     assert r["hotspot_kernel"].evidence["kernel"].startswith("ncclKernel_AllReduce")
     assert r["occupancy_query"].evidence["queried"] == 2_665
@@ -66,60 +66,61 @@ def test_v100_ddp_numbers_and_top_kernels():
     assert "metadata_only_ops" in r and "aten::t" in r["metadata_only_ops"].evidence["ops"]
     assert "gemm_kernels" in r and "no_device_lane" not in r
     # breakdown sums to the steps' time
-    b = m.breakdown
-    assert abs(sum(b[k] for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")) - b["total"]) < 1
-    cats = {c["category"]: c for c in m.categories}
-    assert abs(cats["communication"]["time_us"] - 357_343) <= 1 and round(cats["gemm"]["time_us"]) == 414_005
+    b = t.breakdown
+    assert abs(sum(getattr(b, k) for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other"))
+               - b.total) < 1
+    cats = {c.category: c for c in t.categories}
+    assert abs(cats["communication"].time_us - 357_343) <= 1 and round(cats["gemm"].time_us) == 414_005
 
 
 def test_resnet_launch_args_give_tensorboard_estimates():
-    m, findings = real("kineto/v100_resnet50_train.json.gz")
-    assert [s.number for s in m.steps] == [5, 6, 7, 8, 9, 10]
-    assert m.numbers.gpu.kernels == 8_772
-    e = m.numbers.efficiency
+    t, findings = real("kineto/v100_resnet50_train.json.gz")
+    assert [s.number for s in t.model.steps] == [5, 6, 7, 8, 9, 10]
+    assert t.numbers.gpu.kernels == 8_772
+    e = t.numbers.efficiency
     assert e.kernels_with_launch_args == 8_772
     assert round(e.mean_blocks_per_sm, 2) == 121.91
     assert round(e.kernel_weighted_sm_efficiency_pct, 2) == 98.50  # per kernel time: not TensorBoard's figure
-    k = m.kernels[0]
-    assert "cudnn" in k["name"] and k["category"] == "cudnn" and round(k["est_achieved_occupancy_pct"], 2) == 29.97
-    assert round(m.breakdown["dataloader"]) == 355_571  # enumerate(DataLoader) in the old Operator category
+    k = t.kernels[0]
+    assert "cudnn" in k.name and k.category == "cudnn" and round(k.est_achieved_occupancy_pct, 2) == 29.97
+    assert round(t.breakdown.dataloader) == 355_571  # enumerate(DataLoader) in the old Operator category
 
 
 def test_a100_rank3_steps_and_streams():
-    m, _ = real("hta/a100_rank3.json.gz")
-    assert [s.number for s in m.steps] == list(range(1009, 1015))
-    assert m.numbers.gpu.streams >= 3
+    t, _ = real("hta/a100_rank3.json.gz")
+    assert [s.number for s in t.model.steps] == list(range(1009, 1015))
+    assert t.numbers.gpu.streams >= 3
 
 
 def test_cpu_only_trace_says_no_device_lane():
-    m, findings = real("hta/cpu_only_rank34.json.gz")
+    t, findings = real("hta/cpu_only_rank34.json.gz")
     r = rules_of(findings)
-    assert "no_device_lane" in r and not m.has_gpu
+    assert "no_device_lane" in r and not t.has_gpu
     j = report_json(HTA / "cpu_only_rank34.json.gz")
     assert j["gpu"]["busy_us"] is None and j["gpu"]["span_us"] is None and j["gpu"]["idle_pct"] is None
 
 
 def test_no_steps_trace_is_one_window():
-    m, findings = real("hta/a100_alexnet_nosteps.json.gz")
-    assert m.window_source == "all events" and len(m.steps) == 1
+    t, findings = real("hta/a100_alexnet_nosteps.json.gz")
+    assert t.model.window_source == "all events" and len(t.model.steps) == 1
     assert "no ProfilerStep" in rules_of(findings)["no_steps"].message
-    assert not any("ProfilerStep" in n for n in m.notes)  # said once, by the finding
-    assert m.numbers.gpu.kernels == 79
+    assert not any("ProfilerStep" in n for n in t.model.notes)  # said once, by the finding
+    assert t.numbers.gpu.kernels == 79
 
 
 def test_rocm_trace_reads():
-    m, findings = real("hta/mi250_rocm_minitoy.json.gz")
-    assert [s.number for s in m.steps] == [1, 2]  # the GPU-lane ProfilerStep#1 is not a step
-    assert m.numbers.gpu.kernels == 14 and m.numbers.gpu.launches_correlated == 16
-    assert any(k["category"] == "gemm" for k in m.kernels)  # rocBLAS Cijk_ kernels
+    t, findings = real("hta/mi250_rocm_minitoy.json.gz")
+    assert [s.number for s in t.model.steps] == [1, 2]  # the GPU-lane ProfilerStep#1 is not a step
+    assert t.numbers.gpu.kernels == 14 and t.numbers.gpu.launches_correlated == 16
+    assert any(k.category == "gemm" for k in t.kernels)  # rocBLAS Cijk_ kernels
 
 
 def test_triton_kernel_decoded():
-    m, findings = real("hta/a100_triton_example.json.gz")
+    t, findings = real("hta/a100_triton_example.json.gz")
     r = rules_of(findings)
     assert "fuses add+cos+sin" in r["fused_kernels"].message
-    assert m.kernels[0]["category"] == "triton_pointwise"
-    assert m.kernels[0]["decoded"]["backend"] == "Triton"
+    assert t.kernels[0].category == "triton_pointwise"
+    assert t.kernels[0].detail.decoded["backend"] == "Triton"
     assert "torch_compile" in r and "recompiles" not in r
 
 
@@ -212,19 +213,19 @@ def findings_of(path) -> dict:
 
 
 def test_synthetic_basics(tmp_path):
-    m, f = analyze(gpu_trace(tmp_path))
+    t, f = analyze(gpu_trace(tmp_path))
     r = rules_of(f)
-    assert [s.number for s in m.steps] == [2, 3, 4]
-    assert m.numbers.gpu.kernels == 6 and m.numbers.gpu.launches_correlated == 6
-    assert [row["kernels"] for row in m.step_rows] == [2, 2, 2]
-    k = {k["name"]: k for k in m.kernels}
-    assert k[GEMM]["est_sm_efficiency_pct"] == 100.0 and k[GEMM]["est_achieved_occupancy_pct"] == 12
-    assert abs(k[GEMM]["mean_blocks_per_sm"] - 128 / 108) < 1e-6  # blocks / numSms
-    assert abs(k[ADD]["est_sm_efficiency_pct"] - 100 * 4 / 108) < 1e-6
+    assert [s.number for s in t.model.steps] == [2, 3, 4]
+    assert t.numbers.gpu.kernels == 6 and t.numbers.gpu.launches_correlated == 6
+    assert [row.kernels for row in t.step_rows] == [2, 2, 2]
+    k = {k.name: k for k in t.kernels}
+    assert k[GEMM].est_sm_efficiency_pct == 100.0 and k[GEMM].est_achieved_occupancy_pct == 12
+    assert abs(k[GEMM].mean_blocks_per_sm - 128 / 108) < 1e-6  # blocks / numSms
+    assert abs(k[ADD].est_sm_efficiency_pct - 100 * 4 / 108) < 1e-6
     assert "overhead_bound" in r and "compute_bound" not in r
     assert r["gemm_kernels"].evidence["kernels"][0]["tile"] == "128x256"
     assert r["hotspot_kernel"].evidence["kernel"] == GEMM
-    assert m.meta["cuda_runtime_version"] == 12040
+    assert t.model.meta["cuda_runtime_version"] == 12040
 
 
 def test_rule_occupancy_query(tmp_path):
@@ -327,12 +328,12 @@ def test_old_format_and_float_ts(tmp_path):
           {"ph": "B", "name": "aten::add", "cat": "cpu_op", "pid": 100, "tid": "55", "ts": 200.0},
           {"ph": "E", "pid": 100, "tid": "55", "ts": 220.0}]
     p = tmp_path / "old.json"
-    m, f = analyze(write_trace(p, ev))
-    assert [s.number for s in m.steps] == [7]
-    assert m.numbers.gpu.launches_correlated == 1
-    assert m.numbers.gpu.busy_us == 50.5
-    assert any(o["name"] == "aten::add" and o["cpu_total_us"] == 20 for o in m.ops)
-    assert m.ops[[o["name"] for o in m.ops].index("aten::mm")]["self_device_us"] == 50.5
+    t, f = analyze(write_trace(p, ev))
+    assert [s.number for s in t.model.steps] == [7]
+    assert t.numbers.gpu.launches_correlated == 1
+    assert t.numbers.gpu.busy_us == 50.5
+    assert any(o.name == "aten::add" and o.cpu_total_us == 20 for o in t.ops)
+    assert t.ops[[o.name for o in t.ops].index("aten::mm")].self_device_us == 50.5
 
 
 # ----------------------------------------------------------------------------- the benchmark's input builder
@@ -348,17 +349,17 @@ def _bench():
 def test_repeat_trace_builder(tmp_path):
     bench = _bench()
     src = HTA / "mi250_rocm_minitoy.json.gz"
-    m0, f0 = analyze(src)
-    m1, f1 = analyze(bench.repeat_trace(src, 1, tmp_path / "x1.json"))
-    assert m1.numbers.gpu == m0.numbers.gpu
-    assert [k["total_us"] for k in m1.kernels] == [k["total_us"] for k in m0.kernels]
-    assert [s.number for s in m1.steps] == [s.number for s in m0.steps]
+    t0, f0 = analyze(src)
+    t1, f1 = analyze(bench.repeat_trace(src, 1, tmp_path / "x1.json"))
+    assert t1.numbers.gpu == t0.numbers.gpu
+    assert [k.total_us for k in t1.kernels] == [k.total_us for k in t0.kernels]
+    assert [s.number for s in t1.model.steps] == [s.number for s in t0.model.steps]
     assert sorted(f.rule for f in f1) == sorted(f.rule for f in f0)
-    m3, _ = analyze(bench.repeat_trace(src, 3, tmp_path / "x3.json"))
-    assert [s.number for s in m3.steps] == [1, 2, 3, 4, 5, 6]
-    assert m3.numbers.gpu.kernels == 3 * m0.numbers.gpu.kernels
-    assert m3.numbers.gpu.launches_correlated == 3 * m0.numbers.gpu.launches_correlated
-    assert abs(m3.numbers.gpu.busy_us - 3 * m0.numbers.gpu.busy_us) < 0.01
+    t3, _ = analyze(bench.repeat_trace(src, 3, tmp_path / "x3.json"))
+    assert [s.number for s in t3.model.steps] == [1, 2, 3, 4, 5, 6]
+    assert t3.numbers.gpu.kernels == 3 * t0.numbers.gpu.kernels
+    assert t3.numbers.gpu.launches_correlated == 3 * t0.numbers.gpu.launches_correlated
+    assert abs(t3.numbers.gpu.busy_us - 3 * t0.numbers.gpu.busy_us) < 0.01
 
 
 def test_two_process_load_matches_one_process(tmp_path, monkeypatch):

@@ -96,10 +96,10 @@ def test_annotation_gap_is_not_advised_to_a_warm_run(tmp_path):
 
 
 def test_knobs_are_read_from_the_trace(tmp_path):
-    m, _ = analyze(matmul_add_trace(tmp_path, "k.json", step_us=[60] * 3, mm_us=[20] * 3, warmup=True))
-    assert m.knobs.warmup and m.knobs.script == "01_matmul_add" and m.knobs.schedule.active == 3
-    m, _ = analyze(matmul_add_trace(tmp_path, "n.json", step_us=[60] * 3, mm_us=[20] * 3))
-    assert m.knobs is None
+    t, _ = analyze(matmul_add_trace(tmp_path, "k.json", step_us=[60] * 3, mm_us=[20] * 3, warmup=True))
+    assert t.knobs.warmup and t.knobs.script == "01_matmul_add" and t.knobs.schedule.active == 3
+    t, _ = analyze(matmul_add_trace(tmp_path, "n.json", step_us=[60] * 3, mm_us=[20] * 3))
+    assert t.knobs is None
 
 
 def test_linear_wording_fits_part_2(tmp_path):

@@ -130,6 +130,6 @@ def test_json_keys(runs):
         assert key in j["gpu"] and j["gpu"][key] is None  # CPU-only: no GPU events
     assert [s["number"] for s in j["steps"]] == [2, 3, 4]
     assert all(set(f) >= {"rule", "message", "evidence"} for f in j["findings"])
-    m, _ = analyze(trace_of(runs["01_default"]))
-    assert len(j["ops"]) == len(m.ops)  # every op, not a top N
+    t, _ = analyze(trace_of(runs["01_default"]))
+    assert len(j["ops"]) == len(t.ops)  # every op, not a top N
     assert json.loads(json.dumps(j)) == j

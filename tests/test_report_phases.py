@@ -85,9 +85,9 @@ def rules(path) -> dict:
 
 
 def test_phase_table_numbers(tmp_path):
-    m, _ = analyze(llm_trace(tmp_path, regions=["0/0"] * 8))
-    assert [p.name for p in m.phases] == ["prefill", "decode"]  # no ProfilerStep, no compile frames
-    pre, dec = m.phases
+    t, _ = analyze(llm_trace(tmp_path, regions=["0/0"] * 8))
+    assert [p.name for p in t.phases] == ["prefill", "decode"]  # no ProfilerStep, no compile frames
+    pre, dec = t.phases
     assert (pre.calls, dec.calls) == (2, 8)
     assert pre.mean_us == 1000 and pre.ops_per_call == 10 and pre.kernels_per_call == 10
     assert pre.launches_per_call == 10 and pre.device_us_per_call == 850
@@ -102,12 +102,12 @@ def test_phases_in_json_and_both_renders(tmp_path):
     j = report_json(path)
     assert [p["name"] for p in j["phases"]] == ["prefill", "decode"]
     assert {"calls", "mean_us", "ops_per_call", "kernels_per_call", "device_us", "gpu_busy_pct"} <= set(j["phases"][0])
-    m, findings = analyze(path)
+    t, findings = analyze(path)
     buf = io.StringIO()
-    render(m, findings, Console(file=buf, width=120))
+    render(t, findings, Console(file=buf, width=120))
     assert "annotations (per call)" in buf.getvalue()
     buf = io.StringIO()
-    render_short(m, findings, Console(file=buf, width=200))
+    render_short(t, findings, Console(file=buf, width=200))
     assert "per call: prefill 2x 1.00 ms (10 ops, GPU busy 85%); decode 8x 1.00 ms (10 ops, GPU busy 2%)" \
         in buf.getvalue()
 

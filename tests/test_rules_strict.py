@@ -12,10 +12,10 @@ from conftest import DATA_TRACE_FILES, DATA_TRACES, trace_of
 
 
 def _every_rule(path) -> list[Finding]:
-    m = model_of(path)
+    tables = model_of(path)
     for rule in RULES:  # one by one, so a failure names its rule
-        rule(m)
-    findings = run_rules(m)
+        rule(tables)
+    findings = run_rules(tables)
     assert all(f.rule != "rule_error" and f.message for f in findings)
     return findings
 
@@ -37,7 +37,7 @@ def test_every_rule_on_every_lesson_trace(runs):
 
 @pytest.fixture
 def broken_rule(monkeypatch):
-    def broken(m):
+    def broken(tables):
         raise ValueError("a bug")
 
     monkeypatch.setattr("common.report.rules.RULES", [broken])

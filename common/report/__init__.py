@@ -6,10 +6,12 @@
     uv run -m common.report --compare A B [--json]     # two traces side by side (eager vs compile)
     uv run -m common.report DIR | RANK_TRACES...       # one job, every rank (common.report.ranks)
 
-A pipeline read front to back: :mod:`.load` (bytes -> decoded events -> :mod:`.columns`)
--> :mod:`.model` (steps, CPU call tree, device lanes, correlation) -> :mod:`.tables` (every number,
-once, and :mod:`.phases`, one row per annotation name; TensorBoard's definitions in :mod:`.tensorboard`) -> :mod:`.rules` (the cheatsheet, one
-function per row) -> :mod:`.render` (rich, JSON; the JSON keys are documented there) and
+A pipeline read front to back, each stage a frozen, typed result made from the previous one only:
+:mod:`.load` (bytes -> decoded events -> :mod:`.columns`, and the run's knobs: ``Loaded``)
+-> :mod:`.model` (steps, CPU call tree, device lanes, correlation: ``Model``) -> :mod:`.tables`
+(every number, once, in typed rows (:mod:`.rows`), and :mod:`.phases`, one row per annotation name;
+TensorBoard's definitions in :mod:`.tensorboard`: ``Tables``) -> :mod:`.rules` (the cheatsheet, one
+function per row: ``Finding``) -> :mod:`.render` (rich, JSON; the JSON keys are documented there) and
 :mod:`.compare`.
 
 Importing this package is cheap (no torch, no numpy): the pipeline loads on first use.
@@ -19,34 +21,32 @@ from __future__ import annotations
 
 
 def model_of(path, *, parallel: bool = False, max_bytes: int | None = None):
-    """The model of one trace file with every number (no findings): load -> model -> tables; bad input
-    raises :class:`common.errors.BadInput`. With ``parallel``, a big plain-JSON file is decoded by two
+    """The :class:`~common.report.tables.Tables` of one trace file (its model and every number; no
+    findings): load -> model -> tables; bad input raises :class:`common.errors.BadInput`. With ``parallel``, a big plain-JSON file is decoded by two
     processes (a fork: the command line uses it, a library caller inside a torch program does not);
     ``max_bytes`` caps the JSON text read (default: 4 GiB)."""
     from common.report.inputs import DEFAULT_MAX_BYTES
     from common.report.load import load
     from common.report.model import build
-    from common.report.tables import fill_tables
+    from common.report.tables import build_tables
 
-    m = build(load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES))
-    fill_tables(m)
-    return m
+    return build_tables(build(load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)))
 
 
 def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):
-    """(model, findings) for one trace file; bad input raises :class:`common.errors.BadInput`."""
+    """(tables, findings) for one trace file; bad input raises :class:`common.errors.BadInput`."""
     from common.report.rules import run_rules
 
-    m = model_of(path, parallel=parallel, max_bytes=max_bytes)
-    return m, run_rules(m)
+    tables = model_of(path, parallel=parallel, max_bytes=max_bytes)
+    return tables, run_rules(tables)
 
 
 def report_json(path) -> dict:
     """The report of one trace as the JSON-ready dict that ``--json`` writes."""
     from common.report.render import to_json
 
-    m, findings = analyze(path)
-    return to_json(m, findings)
+    tables, findings = analyze(path)
+    return to_json(tables, findings)
 
 
 def print_short_report(path, console=None) -> None:
@@ -71,18 +71,18 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
         print(f"trace report unavailable: {_one_line(exc)}")
         return
     try:
-        m, findings = analyze(path)
+        tables, findings = analyze(path)
         if short:
             from common.report.render import render_short
 
-            render_short(m, findings, console)
+            render_short(tables, findings, console)
         if html is not None:
-            write_html(m, findings, html)
+            write_html(tables, findings, html)
             console.print(f"[bold]wrote[/] {_shown(html)}  (the report as a page of plots; open it in a browser)")
         if annotated is not None:
             from common.report.annotate import write_annotated
 
-            slices = write_annotated(path, m, findings, annotated)
+            slices = write_annotated(path, tables, findings, annotated)
             console.print(f"[bold]wrote[/] {_shown(annotated)}  (the trace with a Findings track of {slices} "
                           "slices, for Perfetto)")
     except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
@@ -91,13 +91,13 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
         console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
 
 
-def write_html(m, findings, dest, *, flag: str | None = None) -> int:
-    """Write the report page of one model to ``dest`` (whole or not at all, :func:`common.output.write_file`;
-    ``flag`` names it in an error line); returns its size in bytes."""
+def write_html(tables, findings, dest, *, flag: str | None = None) -> int:
+    """Write the report page of one trace (its tables and findings) to ``dest`` (whole or not at all,
+    :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes."""
     from common.output import write_file
     from common.report.html import render_html
 
-    return write_file(dest, render_html(m, findings).encode(), flag=flag, what="the page")
+    return write_file(dest, render_html(tables, findings).encode(), flag=flag, what="the page")
 
 
 def _shown(path) -> str:

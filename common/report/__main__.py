@@ -163,7 +163,7 @@ def check_job_outputs(args: argparse.Namespace, job: list[Path]) -> None:
     check_output(args.output, job)
 
 
-def write_pictures(args: argparse.Namespace, model, findings, compared=None) -> None:
+def write_pictures(args: argparse.Namespace, tables, findings, compared=None) -> None:
     """The HTML page and the annotated trace, when asked for; each says what it wrote (on stderr)."""
     from rich.filesize import decimal
 
@@ -176,12 +176,12 @@ def write_pictures(args: argparse.Namespace, model, findings, compared=None) -> 
         else:
             from common.report import write_html
 
-            size = write_html(model, findings, args.html, flag="--html")
+            size = write_html(tables, findings, args.html, flag="--html")
         print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
     if args.annotate is not None:
         from common.report.annotate import write_annotated
 
-        slices = write_annotated(Path(args.traces[0]), model, findings, Path(args.annotate), flag="--annotate")
+        slices = write_annotated(Path(args.traces[0]), tables, findings, Path(args.annotate), flag="--annotate")
         print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
               file=sys.stderr)
 
@@ -229,7 +229,7 @@ def run(argv=None, from_shell: bool = False) -> int:
     if args.json:
         from common.report.render import to_json
 
-        objs = [to_json(m, f) for m, f in results]
+        objs = [to_json(tables, f) for tables, f in results]
         write_json(objs[0] if len(objs) == 1 else objs, args.output)
         return 0
     from rich.console import Console
@@ -237,18 +237,18 @@ def run(argv=None, from_shell: bool = False) -> int:
     from common.report.render import render, render_short
 
     console = Console()
-    for i, (m, f) in enumerate(results):
+    for i, (tables, f) in enumerate(results):
         if i:
             console.print()
         if args.short:
-            render_short(m, f, console)
+            render_short(tables, f, console)
         else:
-            render(m, f, console, top=args.top or DEFAULT_TOP)
+            render(tables, f, console, top=args.top or DEFAULT_TOP)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """Two models side by side (no rules run: the comparison reads numbers only)."""
+    """Two traces' tables side by side (no rules run: the comparison reads numbers only)."""
     from common.report import model_of
     from common.report.compare import compare, render_compare
 

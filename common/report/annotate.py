@@ -1,6 +1,6 @@
 """The findings drawn onto the trace: a copy of it with one more process, "Findings", whose track
-holds a slice for every finding that has a place in time, named by the rule, with the message,
-evidence and hint in its args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the
+holds a slice for every place in time a finding points at (its spans, filled by the rule), named by
+the rule, with the message, evidence and hint in its args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the
 cold first step, the gap between kernels or the hidden copy is marked where it happens.
 
 Every original event is kept byte for byte: the new events are spliced into the JSON text at the
@@ -17,8 +17,7 @@ from pathlib import Path
 
 from common.errors import fail
 from common.output import identity, writing
-from common.report.model import Model
-from common.report.places import spans_of
+from common.report.tables import Tables
 from common.report.rules import Finding
 
 FINDINGS_PID = 999_999_001  # a process id no profiler hands out (Kineto's are OS pids or small device ids)
@@ -27,7 +26,7 @@ FINDINGS_CATEGORY = "finding"
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-def findings_events(m: Model, findings: list[Finding]) -> list[dict]:
+def findings_events(t: Tables, findings: list[Finding]) -> list[dict]:
     """The Findings process: its name and sort order (metadata), then one slice per finding place."""
     events: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": FINDINGS_PID, "tid": 0, "args": {"name": "Findings"}},
@@ -35,9 +34,9 @@ def findings_events(m: Model, findings: list[Finding]) -> list[dict]:
         {"ph": "M", "name": "thread_name", "pid": FINDINGS_PID, "tid": 1, "args": {"name": "report findings"}},
     ]
     for f in findings:
-        for span in spans_of(m, f):
+        for span in f.spans:
             events.append({"ph": "X", "cat": FINDINGS_CATEGORY, "name": f.rule, "pid": FINDINGS_PID, "tid": 1,
-                           "ts": round(m.t0 + span.start_us, 3), "dur": round(span.dur_us, 3),
+                           "ts": round(t.model.t0 + span.start_us, 3), "dur": round(span.dur_us, 3),
                            "args": {"level": f.level, "message": f.message, "hint": f.hint,
                                     "evidence": f.evidence}})
     return events
@@ -67,7 +66,7 @@ def splice(original: bytes, events: list[dict]) -> bytes:
     return spliced[:brace] + b'"' + FINDINGS_KEY.encode() + b'":' + head + b"," + spliced[brace:]
 
 
-def write_annotated(source: Path, m: Model, findings: list[Finding], out: Path, *, flag: str | None = None) -> int:
+def write_annotated(source: Path, t: Tables, findings: list[Finding], out: Path, *, flag: str | None = None) -> int:
     """Write the annotated copy of ``source`` to ``out`` (gzipped when it ends in ``.gz``; whole or not at
     all, :func:`common.output.writing`; ``flag`` names it in an error line); returns the number of
     finding slices. Refuses to overwrite the source, an existing annotated copy is fine."""
@@ -80,7 +79,7 @@ def write_annotated(source: Path, m: Model, findings: list[Finding], out: Path, 
     original = _read_text(source)
     if FINDINGS_KEY.encode() in original[:200]:
         fail(f"{source}: already annotated by the report; annotate the original trace")
-    events = findings_events(m, findings)
+    events = findings_events(t, findings)
     data = splice(original, events)
     with writing([out], flag=flag, what="the annotated trace") as (tmp,):
         if str(out).endswith(".gz"):

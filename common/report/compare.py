@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from common.commands import display_path
 from common.report import names as trace_names
-from common.report.model import STEP_RE, Model
+from common.report.model import STEP_RE
+from common.report.tables import Tables
 from common.report.units import fmt_us, json_ready
 from common.report.steadiness import Spread, TwoRuns
 
 
-def _per_step(m: Model) -> dict:
-    rows = m.step_rows
+def _per_step(t: Tables) -> dict:
+    rows = t.step_rows
     return dict(
         steps=len(rows),
-        cpu=Spread(tuple(r["wall_us"] for r in rows)),
-        device=Spread(tuple(r["device_us"] for r in rows)) if m.has_gpu else None,
-        kernels=Spread(tuple(float(r["kernels"]) for r in rows)),
+        cpu=Spread(tuple(r.wall_us for r in rows)),
+        device=Spread(tuple(r.device_us for r in rows)) if t.has_gpu else None,
+        kernels=Spread(tuple(float(r.kernels) for r in rows)),
     )
 
 
@@ -34,38 +35,38 @@ def _side_by_side(a: Spread | None, b: Spread | None) -> dict | None:
                 ratio=two.ratio, inside_noise=two.inside_noise)
 
 
-def compare(a: Model, b: Model) -> dict:
+def compare(a: Tables, b: Tables) -> dict:
     sa, sb = _per_step(a), _per_step(b)
     steps = []
     for i in range(max(len(a.step_rows), len(b.step_rows))):
         ra = a.step_rows[i] if i < len(a.step_rows) else None
         rb = b.step_rows[i] if i < len(b.step_rows) else None
         steps.append(dict(
-            a=ra["name"] if ra else None, b=rb["name"] if rb else None,
-            a_cpu_us=ra["wall_us"] if ra else None, b_cpu_us=rb["wall_us"] if rb else None,
-            cpu_ratio=(rb["wall_us"] / ra["wall_us"]) if ra and rb and ra["wall_us"] > 0 else None,
-            a_device_us=ra["device_us"] if ra else None, b_device_us=rb["device_us"] if rb else None,
-            device_ratio=(rb["device_us"] / ra["device_us"]) if ra and rb and ra["device_us"] > 0 else None,
-            a_kernels=ra["kernels"] if ra else None, b_kernels=rb["kernels"] if rb else None,
+            a=ra.name if ra else None, b=rb.name if rb else None,
+            a_cpu_us=ra.wall_us if ra else None, b_cpu_us=rb.wall_us if rb else None,
+            cpu_ratio=(rb.wall_us / ra.wall_us) if ra and rb and ra.wall_us > 0 else None,
+            a_device_us=ra.device_us if ra else None, b_device_us=rb.device_us if rb else None,
+            device_ratio=(rb.device_us / ra.device_us) if ra and rb and ra.device_us > 0 else None,
+            a_kernels=ra.kernels if ra else None, b_kernels=rb.kernels if rb else None,
         ))
     cpu = _side_by_side(sa["cpu"], sb["cpu"])
     device = _side_by_side(sa["device"], sb["device"])
-    ka = {k["name"]: k for k in a.kernels}
-    kb = {k["name"]: k for k in b.kernels}
+    ka = {k.name: k for k in a.kernels}
+    kb = {k.name: k for k in b.kernels}
     na, nb = max(sa["steps"], 1), max(sb["steps"], 1)
-    both = [dict(name=n, a_total_us=ka[n]["total_us"], b_total_us=kb[n]["total_us"],
-                 a_per_step_us=ka[n]["total_us"] / na, b_per_step_us=kb[n]["total_us"] / nb,
-                 change_pct=(100 * (kb[n]["total_us"] / nb - ka[n]["total_us"] / na) / (ka[n]["total_us"] / na))
-                 if ka[n]["total_us"] > 0 else None)
+    both = [dict(name=n, a_total_us=ka[n].total_us, b_total_us=kb[n].total_us,
+                 a_per_step_us=ka[n].total_us / na, b_per_step_us=kb[n].total_us / nb,
+                 change_pct=(100 * (kb[n].total_us / nb - ka[n].total_us / na) / (ka[n].total_us / na))
+                 if ka[n].total_us > 0 else None)
             for n in ka if n in kb]
-    only_a = [dict(name=n, calls=ka[n]["calls"], total_us=ka[n]["total_us"]) for n in ka if n not in kb]
-    only_b = [dict(name=n, calls=kb[n]["calls"], total_us=kb[n]["total_us"]) for n in kb if n not in ka]
-    oa = {o["name"]: o for o in a.ops if not STEP_RE.match(o["name"])}
-    ob = {o["name"]: o for o in b.ops if not STEP_RE.match(o["name"])}
-    vanished = sorted(({"name": n, "calls": oa[n]["calls"]} for n in oa if n not in ob), key=lambda r: -r["calls"])
-    appeared = sorted(({"name": n, "calls": ob[n]["calls"]} for n in ob if n not in oa), key=lambda r: -r["calls"])
+    only_a = [dict(name=n, calls=ka[n].calls, total_us=ka[n].total_us) for n in ka if n not in kb]
+    only_b = [dict(name=n, calls=kb[n].calls, total_us=kb[n].total_us) for n in kb if n not in ka]
+    oa = {o.name: o for o in a.ops if not STEP_RE.match(o.name)}
+    ob = {o.name: o for o in b.ops if not STEP_RE.match(o.name)}
+    vanished = sorted(({"name": n, "calls": oa[n].calls} for n in oa if n not in ob), key=lambda r: -r["calls"])
+    appeared = sorted(({"name": n, "calls": ob[n].calls} for n in ob if n not in oa), key=lambda r: -r["calls"])
     return json_ready(dict(
-        a=a.path, b=b.path,
+        a=a.model.path, b=b.model.path,
         summary=dict(
             a_steps=sa["steps"], b_steps=sb["steps"], cpu=cpu, device=device,
             a_kernels_per_step=sa["kernels"].median, b_kernels_per_step=sb["kernels"].median,

@@ -12,7 +12,8 @@ import html
 import json
 
 from common.report import names as trace_names
-from common.report.model import BREAKDOWN_KEYS, Model
+from common.report.model import BREAKDOWN_KEYS
+from common.report.tables import Tables
 from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
 from common.report.rules import Finding
 from common.report.units import fmt_us
@@ -61,88 +62,88 @@ def _page(title: str, parts: list[str]) -> str:
 # ----------------------------------------------------------------------------- one trace
 
 
-def _step_labels(m: Model) -> list[str]:
-    return [m.step_label(i) for i in range(len(m.step_rows))]
+def _step_labels(t: Tables) -> list[str]:
+    return [t.step_label(i) for i in range(len(t.step_rows))]
 
 
-def breakdown_plot(m: Model) -> Plot:
+def breakdown_plot(t: Tables) -> Plot:
     """Per step: TensorBoard's breakdown on a GPU trace; compute vs dispatch on a CPU-only one."""
-    if m.has_gpu or m.cpu_work is None:
-        parts = {k: [r["breakdown"][k] for r in m.step_rows] for k in BREAKDOWN_KEYS}
+    if t.has_gpu or t.cpu_work is None:
+        parts = {k: [getattr(r.breakdown, k) for r in t.step_rows] for k in BREAKDOWN_KEYS}
         return stacked_steps("breakdown", "step time breakdown (kernel > memcpy > memset > runtime > dataloader > "
-                             "CPU exec > other)", _step_labels(m), parts)
-    work = m.cpu_work.steps
+                             "CPU exec > other)", _step_labels(t), parts)
+    work = t.cpu_work.steps
     parts = {"compute": [s.compute_us for s in work], "dispatch": [max(s.wall_us - s.compute_us, 0.0) for s in work]}
     return stacked_steps("breakdown", "step time: the compute ops' own work vs the dispatch around them (CPU)",
-                         _step_labels(m), parts)
+                         _step_labels(t), parts)
 
 
-def gpu_plots(m: Model) -> list[Plot]:
-    if not m.has_gpu:
+def gpu_plots(t: Tables) -> list[Plot]:
+    if not t.has_gpu:
         return []
-    cats = [(c["label"], c["label"], c["time_us"]) for c in m.categories]
-    kernels = [(trace_names.short_name(k["name"], 48), k["name"], k["total_us"]) for k in m.kernels[:TOP]]
+    cats = [(c.label, c.label, c.time_us) for c in t.categories]
+    kernels = [(trace_names.short_name(k.name, 48), k.name, k.total_us) for k in t.kernels[:TOP]]
     return [horizontal_bars("categories", "GPU time by kernel category", cats, "GPU time"),
             horizontal_bars("kernels", f"top {len(kernels)} kernels by total time", kernels, "total time")]
 
 
-def ops_plot(m: Model) -> Plot | None:
-    key, what = ("self_device_us", "self device time") if m.has_gpu else ("self_cpu_us", "self CPU time")
-    ops = sorted((o for o in m.ops if o["kind"] == "op"), key=lambda o: -o[key])[:TOP]
-    if not ops or not any(o[key] for o in ops):
+def ops_plot(t: Tables) -> Plot | None:
+    key, what = ("self_device_us", "self device time") if t.has_gpu else ("self_cpu_us", "self CPU time")
+    ops = sorted((o for o in t.ops if o.kind == "op"), key=lambda o: -getattr(o, key))[:TOP]
+    if not ops or not any(getattr(o, key) for o in ops):
         return None
-    rows = [(trace_names.short_name(o["name"], 48), o["name"], o[key]) for o in ops]
+    rows = [(trace_names.short_name(o.name, 48), o.name, getattr(o, key)) for o in ops]
     return horizontal_bars("ops", f"top {len(rows)} ops by {what}", rows, what)
 
 
-def spread_plot(m: Model) -> Plot | None:
+def spread_plot(t: Tables) -> Plot | None:
     """The steps' wall times and, on a GPU trace, each top kernel's time per step: mean vs median."""
     series = []
-    if len(m.step_rows) >= 2:
-        series.append(("steps (wall)", "ProfilerStep wall time", [r["wall_us"] for r in m.step_rows]))
-    for k in m.kernels[:6]:
-        calls = k.get("per_step_calls") or []
+    if len(t.step_rows) >= 2:
+        series.append(("steps (wall)", "ProfilerStep wall time", [r.wall_us for r in t.step_rows]))
+    for k in t.kernels[:6]:
+        calls = k.detail.per_step_calls if k.detail is not None else ()
         if sum(1 for c in calls if c) >= 2:
-            series.append((trace_names.short_name(k["name"], 40), k["name"],
-                           [t for t, c in zip(k["per_step_us"], calls) if c]))
+            series.append((trace_names.short_name(k.name, 40), k.name,
+                           [us for us, c in zip(k.detail.per_step_us, calls) if c]))
     if not series:
         return None
     return spread("spread", "per-step times against their median: one slow step pulls the mean (dashed) away "
                   "from the median", series)
 
 
-def _header(m: Model) -> str:
+def _header(t: Tables) -> str:
     from common.report.render import header_lines, headline_lines
 
-    lines = [_plain(x) for x in header_lines(m)]
-    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:] + [_plain(x) for x in headline_lines(m)])
+    lines = [_plain(x) for x in header_lines(t)]
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:] + [_plain(x) for x in headline_lines(t)])
     return f'<h1>Trace report</h1><div class="path">{html.escape(lines[0])}</div><ul class="numbers">{items}</ul>'
 
 
-def _steps_table(m: Model) -> str:
+def _steps_table(t: Tables) -> str:
     rows = []
-    for r in m.step_rows:
-        row = [r["name"], fmt_us(r["wall_us"]), f"{r['ops']:,}"]
-        if m.has_gpu:
-            row += [f"{r['kernels']:,}", fmt_us(r["device_us"]), f"{r['gpu_busy_pct']:.1f}%"]
+    for r in t.step_rows:
+        row = [r.name, fmt_us(r.wall_us), f"{r.ops:,}"]
+        if t.has_gpu:
+            row += [f"{r.kernels:,}", fmt_us(r.device_us), f"{r.gpu_busy_pct:.1f}%"]
         rows.append(row)
-    head = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else [])
+    head = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else [])
     return "<h2>Steps</h2>" + _table(head, rows)
 
 
-def _phases_table(m: Model) -> str:
+def _phases_table(t: Tables) -> str:
     """The per-annotation table: what one call of each annotated phase costs and dispatches."""
-    if not m.phases:
+    if not t.phases:
         return ""
     rows = []
-    for p in m.phases:
+    for p in t.phases:
         row = [p.name, f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
-        if m.has_gpu:
+        if t.has_gpu:
             row += [f"{p.kernels_per_call:,.0f}", fmt_us(p.device_us_per_call),
                     f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
         rows.append(row)
     head = ["annotation", "calls", "mean wall", "ops per call"] + (
-        ["kernels per call", "device time per call", "GPU busy"] if m.has_gpu else [])
+        ["kernels per call", "device time per call", "GPU busy"] if t.has_gpu else [])
     return "<h2>Annotations (per call)</h2>" + _table(head, rows)
 
 
@@ -157,13 +158,13 @@ def findings_html(findings: list[Finding]) -> str:
     return "\n".join(out)
 
 
-def render_html(m: Model, findings: list[Finding], extra_sections: list[str] = ()) -> str:
+def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = ()) -> str:
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings."""
-    plots = [breakdown_plot(m), *gpu_plots(m), ops_plot(m), spread_plot(m)]
-    parts = [_header(m)] + [_figure(p) for p in plots if p is not None]
-    parts += [_steps_table(m), _phases_table(m), *extra_sections, findings_html(findings)]
-    parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in m.notes]
-    return _page(f"Trace report: {m.path}", parts)
+    plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t)]
+    parts = [_header(t)] + [_figure(p) for p in plots if p is not None]
+    parts += [_steps_table(t), _phases_table(t), *extra_sections, findings_html(findings)]
+    parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]
+    return _page(f"Trace report: {t.model.path}", parts)
 
 
 # ----------------------------------------------------------------------------- two traces

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class CpuLane:
     """The CPU events, sorted by (thread, start, longest first), with their call tree."""
 
@@ -27,11 +27,12 @@ class CpuLane:
     parent: np.ndarray  # the enclosing event on the same thread (-1: none)
     depth: np.ndarray  # how many events enclose it
     self_us: np.ndarray  # its duration less its children's
-    threads: list  # distinct thread ids
+    threads: tuple  # distinct thread ids
     step: np.ndarray  # index of the step holding its start (-1: none)
+    max_depth: int  # the deepest event's depth
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class DeviceLane:
     """The device events (kernels, memcpys, memsets) in trace order, with their launch, op and category."""
 
@@ -43,7 +44,7 @@ class DeviceLane:
     name: np.ndarray  # name id (into ``m.names``)
     corr: np.ndarray  # correlation id (-1: none)
     device: np.ndarray  # the device (the pid in Kineto traces)
-    stream: list  # the stream (the tid)
+    stream: tuple  # the stream (the tid)
     blocks: np.ndarray  # product of the grid dimensions (nan: not given)
     bps: np.ndarray  # the "blocks per SM" argument
     occ: np.ndarray  # the "est. achieved occupancy %" argument
@@ -54,3 +55,4 @@ class DeviceLane:
     op: np.ndarray  # the op (else annotation) around that launch (-1: none)
     category: np.ndarray  # code in ``model.CATEGORY_CODES``
     step: np.ndarray  # index of the step holding its launch (else its start; -1: none)
+    blocks_per_sm: np.ndarray  # grid blocks over the device's SM count, else the "blocks per SM" argument

@@ -31,13 +31,14 @@ import re
 import stat
 import sys
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import msgspec
 from msgspec import Struct
 
 from common.errors import fail
+from common.knobs import METADATA_KEY, RunKnobs
 from common.report.columns import Columns, extract, merge
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
@@ -126,17 +127,19 @@ class _Schema:
         return trace.traceEvents, {k: getattr(trace, k) for k in META_KEYS if getattr(trace, k) is not None}
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Loaded:
-    """What the model starts from: the columns of the complete events and the trace-level metadata."""
+    """What the model starts from: the columns of the complete events, the trace-level metadata and
+    the run's knobs (a lesson's ``"lesson"`` metadata, parsed here once; None for other traces)."""
 
     path: str
     size_bytes: int  # the JSON text's size (decompressed)
     file_bytes: int  # the file's size on disk
     columns: Columns
-    meta: dict = field(default_factory=dict)
-    n_events: int = 0  # every event of the trace, of any phase
-    notes: list = field(default_factory=list)
+    meta: dict
+    knobs: Optional[RunKnobs]
+    n_events: int  # every event of the trace, of any phase
+    notes: tuple  # str
 
 
 # ----------------------------------------------------------------------------- bytes
@@ -254,7 +257,8 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
         if enabled:
             gc.enable()
     meta, notes = _bounded_meta(meta)
-    return Loaded(str(path), size, file_bytes, columns, meta, n_events, notes)
+    return Loaded(str(path), size, file_bytes, columns, meta, RunKnobs.from_json(meta.get(METADATA_KEY)), n_events,
+                  tuple(notes))
 
 
 def _start_of_json(data, path) -> int:

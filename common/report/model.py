@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from common.errors import fail
-from common.knobs import METADATA_KEY, RunKnobs
+from common.knobs import RunKnobs
 from common.report import names as trace_names
 from common.report.columns import Columns, Group
-from common.report.cpu_work import CpuWork
 from common.report.inputs import shorten
 from common.report.lanes import CpuLane, DeviceLane
 from common.report.load import Loaded
-from common.report.numbers import Numbers
 from common.report.plausible import drop_impossible, sane_device_properties
 
 # CPU event kinds (``m.cpu.kind``)
@@ -41,7 +38,7 @@ BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_ex
 CATEGORY_CODES = {c: i for i, c in enumerate(trace_names.CATEGORIES)}  # ``m.dev.category`` holds these
 
 
-@dataclass
+@dataclass(frozen=True)
 class Step:
     name: str
     number: Optional[int]
@@ -54,39 +51,28 @@ class Step:
         return self.start + self.dur
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Model:
+    """The trace as lanes and steps, every field filled where :func:`build` makes it; nothing writes
+    into it afterwards (:mod:`.tables` computes the numbers into a :class:`~common.report.tables.Tables`)."""
+
     path: str
     size_bytes: int
     file_bytes: int
     n_events: int
     meta: dict
-    notes: list
+    knobs: Optional[RunKnobs]  # what the lesson that wrote this trace did (warm-up, compile, schedule); None for other traces
+    notes: tuple  # str
     t0: float  # absolute µs of the window's start
     window: tuple  # (start, end) relative
     window_source: str  # "ProfilerStep" | "all events"
-    steps: list  # list[Step]: the host-side steps (the CPU lane's ProfilerStep#N)
-    names: list  # name id -> str
+    steps: tuple  # tuple[Step]: the host-side steps (the CPU lane's ProfilerStep#N)
+    names: tuple  # name id -> str
     cpu: CpuLane  # CPU events (sorted by thread, then time) with their call tree
     dev: DeviceLane  # device events (kernel/memcpy/memset) with their launch, op and category
-    gpu_annotations: list  # (name, start, dur)
-    overheads: list  # (name, start, dur, pid, tid)
+    gpu_annotations: tuple  # (name, start, dur)
+    overheads: tuple  # (name, start, dur, pid, tid)
     devices: dict  # device id -> deviceProperties entry
-    numbers: Optional[Numbers] = None  # every headline number (from :func:`common.report.tables.fill_tables`)
-    step_rows: list = field(default_factory=list)
-    breakdown: dict = field(default_factory=dict)
-    categories: list = field(default_factory=list)
-    kernels: list = field(default_factory=list)
-    ops: list = field(default_factory=list)
-    intervals: dict = field(default_factory=dict)
-    cpu_work: Optional[CpuWork] = None  # per step: compute ops' own work vs the dispatch around them
-    aligned_steps: object = None  # tensorboard.AlignedSteps: the steps as TensorBoard sees them
-    phases: list = field(default_factory=list)  # list[phases.Phase]: one row per user annotation name
-
-    @property
-    def knobs(self) -> Optional[RunKnobs]:
-        """What the lesson that wrote this trace did (warm-up, compile, schedule); None for other traces."""
-        return RunKnobs.from_json(self.meta.get(METADATA_KEY))
 
     @property
     def has_gpu(self) -> bool:
@@ -115,49 +101,29 @@ class Model:
 
     def enclosing(self, idx: np.ndarray, want=(OP,)) -> np.ndarray:
         """The innermost ancestor of each CPU event ``idx`` whose kind is in ``want`` (-1 where none)."""
-        return innermost_ancestor(self.cpu.parent, self.cpu.kind, self._cpu_depth, idx, want)
-
-    @cached_property
-    def _cpu_depth(self) -> int:
-        return int(self.cpu.depth.max(initial=0))
-
-    def blocks_per_sm(self) -> np.ndarray:
-        """Per device event: grid blocks over the device's SM count, else the event's "blocks per SM"."""
-        return self._blocks_per_sm
-
-    @cached_property
-    def _blocks_per_sm(self) -> np.ndarray:
-        dev = self.dev
-        sms = np.full(dev.n, np.nan)
-        sm_of = {d: p["numSms"] for d, p in self.devices.items() if isinstance(p.get("numSms"), int)}
-        if sm_of:
-            fallback = next(iter(sm_of.values()))
-            for d in np.unique(dev.device).tolist():
-                sms[dev.device == d] = sm_of.get(d, fallback)
-        return np.where(np.isfinite(dev.blocks) & np.isfinite(sms), dev.blocks / sms, dev.bps)
+        return innermost_ancestor(self.cpu.parent, self.cpu.kind, self.cpu.max_depth, idx, want)
 
 
 def build(loaded: Loaded) -> Model:
     """The model of a loaded trace: steps, lanes, tree and correlation (the numbers come after, from
-    :func:`common.report.tables.fill_tables`)."""
+    :func:`common.report.tables.build_tables`)."""
     _tick("model")
     columns, notes = drop_impossible(loaded.columns)
-    loaded.columns = None
     steps, t0, t1, source, step_notes = _host_steps(columns, loaded.path)
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
-    dev = _device_lane(columns, t0, cpu, steps)
-    names = columns.names
-    gpu_annotations = [(n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations]
-    overheads = [(n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads]
-    del columns  # the per-event columns: the lanes hold what is read from here on
     devices, device_notes = _devices(loaded.meta)
+    dev = _device_lane(columns, t0, cpu, steps, devices)
+    names = tuple(columns.names)
+    gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)
+    overheads = tuple((n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads)
+    del columns  # the per-event columns: the lanes hold what is read from here on
     drawn = _findings_track_events(loaded.meta)
     drawn_notes = [f"this copy of the trace holds the report's Findings track ({drawn} events): left out of every "
                    "figure"] if drawn else []
     model = Model(
         path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
-        n_events=loaded.n_events - drawn,
-        meta=loaded.meta, notes=loaded.notes + notes + step_notes + tree_notes + device_notes + drawn_notes, t0=t0,
+        n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
+        notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
@@ -177,7 +143,7 @@ def _findings_track_events(meta: dict) -> int:
     return 0
 
 
-def _host_steps(c: Columns, path: str) -> tuple[list[Step], float, float, str, list[str]]:
+def _host_steps(c: Columns, path: str) -> tuple[tuple[Step, ...], float, float, str, list[str]]:
     """(steps, t0, t1, window source, notes): the CPU lane's ProfilerStep#N events (each once, in time
     order, overlaps cut at the next step's start), else one window spanning every event."""
     cpu_rows = c.cpu_rows
@@ -199,18 +165,21 @@ def _host_steps(c: Columns, path: str) -> tuple[list[Step], float, float, str, l
         if not bound.size:
             fail(f"{shorten(path)}: the trace holds no complete events (ph \"X\"): nothing to analyse")
         t0, t1 = float(c.ts[bound].min()), float((c.ts[bound] + c.dur[bound]).max())
-        return [Step("window", None, 0.0, t1 - t0)], t0, t1, "all events", []
+        return (Step("window", None, 0.0, t1 - t0),), t0, t1, "all events", []
     t0 = found[0][2]
-    steps = [Step(name, number, ts - t0, dur, thread) for name, number, ts, dur, thread in found]
+    starts = [ts - t0 for _, _, ts, _, _ in found]
+    durs = [dur for _, _, _, dur, _ in found]
     cut = 0
-    for step, following in zip(steps, steps[1:]):
-        if step.end > following.start:
-            step.dur, cut = following.start - step.start, cut + 1
+    for i in range(len(found) - 1):
+        if starts[i] + durs[i] > starts[i + 1]:
+            durs[i], cut = starts[i + 1] - starts[i], cut + 1
+    steps = tuple(Step(name, number, start, dur, thread)
+                  for (name, number, _, _, thread), start, dur in zip(found, starts, durs))
     notes = [f"{cut} ProfilerStep(s) overlapped the next one: each cut where the next starts"] if cut else []
     return steps, t0, max(s[2] + s[3] for s in found), "ProfilerStep", notes
 
 
-def step_index(steps: list[Step], t) -> np.ndarray:
+def step_index(steps, t) -> np.ndarray:
     """Index of the step holding each time ``t`` (relative), -1 outside every step."""
     t = np.asarray(t, dtype=np.float64)
     if not steps:
@@ -222,7 +191,7 @@ def step_index(steps: list[Step], t) -> np.ndarray:
     return np.where(ok, i, -1)
 
 
-def _device_steps(steps: list[Step], ts: np.ndarray, launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
+def _device_steps(steps, ts: np.ndarray, launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
     """Each device event's step: its launch's (by the launch's start), else its own start's."""
     if not ts.size:
         return np.empty(0, np.int64)
@@ -233,7 +202,7 @@ def _device_steps(steps: list[Step], ts: np.ndarray, launch: np.ndarray, cpu: Cp
 # ----------------------------------------------------------------------------- the CPU lane
 
 
-def _cpu_lane(c: Columns, t0: float, steps: list[Step]) -> tuple[CpuLane, list[str]]:
+def _cpu_lane(c: Columns, t0: float, steps) -> tuple[CpuLane, list[str]]:
     """The CPU events sorted by (thread, start, longest first), with their call tree, self times and steps."""
     rows = c.cpu_rows
     kind = np.array([OP, ANNOTATION, RUNTIME, PYTHON], dtype=np.int8)[c.group[rows]]
@@ -247,8 +216,8 @@ def _cpu_lane(c: Columns, t0: float, steps: list[Step]) -> tuple[CpuLane, list[s
     notes = [f"{cut:,} CPU event(s) ended after the event they start in (a clock glitch): each cut at its "
              "parent's end, so that no thread holds more time than it ran"] if cut else []
     return CpuLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=end, name=name, thread=thread, corr=corr,
-                   parent=parent, depth=depth, self_us=np.maximum(dur - children, 0.0), threads=c.threads,
-                   step=step_index(steps, ts)), notes
+                   parent=parent, depth=depth, self_us=np.maximum(dur - children, 0.0), threads=tuple(c.threads),
+                   step=step_index(steps, ts), max_depth=int(depth.max(initial=0))), notes
 
 
 def _nested_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray):
@@ -317,7 +286,7 @@ def innermost_ancestor(parent: np.ndarray, kind: np.ndarray, max_depth: int, idx
 # ----------------------------------------------------------------------------- the device lane
 
 
-def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps: list[Step]) -> DeviceLane:
+def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps, devices: dict) -> DeviceLane:
     """The device events with their launch (the runtime call with their correlation id), the op that
     launched them (or the annotation, when no op encloses the launch), their kernel category and step."""
     rows = c.device_rows
@@ -325,10 +294,22 @@ def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps: list[Step]) -> Devi
     ts, dur, name = c.ts[rows] - t0, c.dur[rows], c.name[rows]
     launch = _launches(c.dev_corr, cpu)
     return DeviceLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=ts + dur, name=name, corr=c.dev_corr,
-                      device=c.dev_device, stream=c.dev_stream, blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
+                      device=c.dev_device, stream=tuple(c.dev_stream), blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
                       occ=c.dev_occupancy, regs=c.dev_registers, smem=c.dev_shared_memory, bytes=c.dev_bytes,
                       launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names),
-                      step=_device_steps(steps, ts, launch, cpu))
+                      step=_device_steps(steps, ts, launch, cpu),
+                      blocks_per_sm=_blocks_per_sm(c.dev_device, c.dev_blocks, c.dev_blocks_per_sm, devices))
+
+
+def _blocks_per_sm(device: np.ndarray, blocks: np.ndarray, bps: np.ndarray, devices: dict) -> np.ndarray:
+    """Per device event: grid blocks over the device's SM count, else the event's "blocks per SM"."""
+    sms = np.full(device.size, np.nan)
+    sm_of = {d: p["numSms"] for d, p in devices.items() if isinstance(p.get("numSms"), int)}
+    if sm_of:
+        fallback = next(iter(sm_of.values()))
+        for d in np.unique(device).tolist():
+            sms[device == d] = sm_of.get(d, fallback)
+    return np.where(np.isfinite(blocks) & np.isfinite(sms), blocks / sms, bps)
 
 
 def _launches(dev_corr: np.ndarray, cpu: CpuLane) -> np.ndarray:
@@ -349,7 +330,7 @@ def _launching_ops(launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
     op = np.full(launch.size, -1, dtype=np.int64)
     linked = launch >= 0
     if linked.any():
-        depth = int(cpu.depth.max(initial=0))
+        depth = cpu.max_depth
         op[linked] = innermost_ancestor(cpu.parent, cpu.kind, depth, launch[linked], (OP,))
         missing = linked & (op < 0)
         if missing.any():

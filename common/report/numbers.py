@@ -1,6 +1,6 @@
 """The report's headline numbers (``m.numbers.gpu.busy_us``), one section per JSON object.
 
-:mod:`.tables` fills them; :func:`common.report.render.to_json` writes each section with
+:mod:`.tables` fills them (frozen: set where they are made); :func:`common.report.render.to_json` writes each section with
 ``dataclasses.asdict``, so a field's name is its JSON key and the field order is the key order.
 Times are microseconds; a figure a trace cannot give (no GPU, no kernel) is None (JSON null).
 """
@@ -14,7 +14,7 @@ GPU_TIME_FIELDS = ("busy_us", "span_us", "idle_us", "idle_pct", "busy_pct", "com
                    "busy_in_window_us", "busy_pct_of_window")  # None on a CPU-only trace
 
 
-@dataclass
+@dataclass(frozen=True)
 class GpuNumbers:
     """GPU busy/idle on HolisticTraceAnalysis's definition (over the GPU span), busy in the window, counts."""
 
@@ -34,7 +34,7 @@ class GpuNumbers:
     streams: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class CpuNumbers:
     """The profiler table's Self CPU time total (the window's CPU events), and counts."""
 
@@ -45,7 +45,7 @@ class CpuNumbers:
     threads: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeviceNumbers:
     """The profiler table's Self CUDA time total; every field None on a CPU-only trace."""
 
@@ -55,7 +55,7 @@ class DeviceNumbers:
     device_to_cpu_ratio: Optional[float] = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class WindowNumbers:
     start_us: float
     end_us: float
@@ -63,7 +63,7 @@ class WindowNumbers:
     source: str  # "ProfilerStep" | "all events"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TensorBoardNumbers:
     """The steps TensorBoard reads and its figures per device."""
 
@@ -76,7 +76,7 @@ class TensorBoardNumbers:
     devices: list  # asdict(tensorboard.DeviceFigures) per device
 
 
-@dataclass
+@dataclass(frozen=True)
 class EfficiencyNumbers:
     """TensorBoard's GPU utilization, Est. SM efficiency and occupancy, and kernel-time-weighted figures."""
 
@@ -89,7 +89,7 @@ class EfficiencyNumbers:
     kernels_with_launch_args: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Numbers:
     gpu: GpuNumbers
     cpu: CpuNumbers

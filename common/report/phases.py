@@ -18,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 
+from common.report.intervals import Intervals
 from common.report.model import ANNOTATION, KERNEL, OP, RUNTIME, STEP_RE, Model
 
 # What torch.compile records itself: its frames (annotations in some torch versions) and, while it
@@ -72,8 +73,8 @@ def _prefix(values: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
 
 
-def phase_table(m: Model) -> list[Phase]:
-    """Every phase of the window, in the order of their first call."""
+def phase_table(m: Model, gpu_busy: Intervals) -> list[Phase]:
+    """Every phase of the window, in the order of their first call (``gpu_busy``: the union of the device work)."""
     cpu, dev = m.cpu, m.dev
     keep = m.name_mask(_is_phase_name)
     sel = (cpu.kind == ANNOTATION) & keep[cpu.name]
@@ -92,7 +93,7 @@ def phase_table(m: Model) -> list[Phase]:
     launching[dev.launch[launched]] = True
     launches = _prefix(launching & (cpu.kind == RUNTIME))
     graph = _prefix(m.name_mask(lambda s: s in GRAPH_LAUNCHES)[cpu.name] & (cpu.kind == RUNTIME))
-    busy = np.asarray(m.intervals["gpu"].covered(cpu.ts[idx], cpu.end[idx]), dtype=np.float64) \
+    busy = np.asarray(gpu_busy.covered(cpu.ts[idx], cpu.end[idx]), dtype=np.float64) \
         if m.has_gpu else np.zeros(idx.size)
 
     def inside(prefix: np.ndarray) -> np.ndarray:  # per call: the sum over its descendants

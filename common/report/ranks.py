@@ -43,6 +43,7 @@ import numpy as np
 from common.report.job_files import RankFile, read_job
 from common.report.intervals import Intervals
 from common.report.model import ANNOTATION, OP, STEP_RE, Model
+from common.report.tables import Tables
 
 STRAGGLER_SHARE = 0.10  # the others wait at least this share of a step more than the straggler
 STRAGGLER_MIN_US = 50.0
@@ -143,11 +144,12 @@ def hta_overlap_pct(m: Model) -> Optional[float]:
     return overlap_pct(Intervals(ts[comp], end[comp]), Intervals(ts[comm], end[comm]))
 
 
-def _lanes(m: Model, f: RankFile) -> tuple[Intervals, Intervals, Intervals]:
+def _lanes(t: Tables, f: RankFile) -> tuple[Intervals, Intervals, Intervals]:
     """(busy, compute, communication) unions over the whole trace (times relative to the window)."""
+    m = t.model
     if m.has_gpu:
         types, ts, end = _kernel_types(m), m.dev.ts, m.dev.end
-        return (m.intervals["gpu"], Intervals(ts[types == 2], end[types == 2]),
+        return (t.gpu_busy, Intervals(ts[types == 2], end[types == 2]),
                 Intervals(ts[types == 0], end[types == 0]))
     cpu = m.cpu
     comm_name = m.name_mask(lambda s: s.startswith(CPU_COMM_OPS))
@@ -160,8 +162,9 @@ def _lanes(m: Model, f: RankFile) -> tuple[Intervals, Intervals, Intervals]:
     return compute.union(comm), compute, comm
 
 
-def _step_times(m: Model, f: RankFile) -> tuple[tuple[StepTimes, ...], Optional[float]]:
-    busy, compute, comm = _lanes(m, f)
+def _step_times(t: Tables, f: RankFile) -> tuple[tuple[StepTimes, ...], Optional[float]]:
+    m = t.model
+    busy, compute, comm = _lanes(t, f)
     both = intersection(compute, comm)
     a = np.array([s.start for s in m.steps])
     b = np.array([s.end for s in m.steps])
@@ -220,9 +223,9 @@ def _short_name(kernel: str) -> str:
     return match.group(1) if match else kernel
 
 
-def rank_trace(m: Model, f: RankFile) -> RankTrace:
-    steps, pct = _step_times(m, f)
-    return RankTrace(f, m.has_gpu, steps, _collectives(m, f), pct)
+def rank_trace(t: Tables, f: RankFile) -> RankTrace:
+    steps, pct = _step_times(t, f)
+    return RankTrace(f, t.has_gpu, steps, _collectives(t.model, f), pct)
 
 
 # ----------------------------------------------------------------------------- the job
@@ -385,9 +388,9 @@ def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None 
 
     traces = []
     for f in read_job(paths):
-        m = model_of(f.path, parallel=parallel, max_bytes=max_bytes)
-        traces.append(rank_trace(m, f))
-        del m
+        tables = model_of(f.path, parallel=parallel, max_bytes=max_bytes)
+        traces.append(rank_trace(tables, f))
+        del tables
     return job_report(traces)
 
 

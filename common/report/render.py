@@ -59,7 +59,8 @@ from pathlib import Path
 
 from common.commands import display_path, uv_run
 from common.report import names as trace_names
-from common.report.model import BREAKDOWN_KEYS, Model
+from common.report.model import BREAKDOWN_KEYS
+from common.report.tables import Tables
 from common.report.rules import Finding
 from common.report.units import fmt_us, json_ready
 
@@ -68,54 +69,54 @@ _VERSION_KEYS = ("torch_version", "pytorch_version", "cuda_runtime_version", "cu
                  "roctracer_version", "python_version", "schemaVersion")
 
 
-def meta_of(m: Model) -> dict:
+def meta_of(t: Tables) -> dict:
     gpus = []
-    for d, p in m.devices.items():
+    for d, p in t.model.devices.items():
         cc = None
         if p.get("computeMajor") is not None:
             cc = f"{p.get('computeMajor')}.{p.get('computeMinor', 0)}"
         gpus.append(dict(id=d, name=p.get("name"), num_sms=p.get("numSms"), compute_capability=cc))
-    versions = {k: m.meta[k] for k in _VERSION_KEYS if k in m.meta}
-    dist = m.meta.get("distributedInfo")
+    versions = {k: t.model.meta[k] for k in _VERSION_KEYS if k in t.model.meta}
+    dist = t.model.meta.get("distributedInfo")
     return dict(gpus=gpus, versions=versions, distributed=dist if isinstance(dist, dict) else None)
 
 
-def used_gpus(m: Model) -> list:
+def used_gpus(t: Tables) -> list:
     """The GPUs the trace ran kernels on (deviceProperties lists every GPU of the machine)."""
-    meta = meta_of(m)["gpus"]
-    if not m.has_gpu:
+    meta = meta_of(t)["gpus"]
+    if not t.has_gpu:
         return []
-    ids = set(m.dev.device.tolist())
+    ids = set(t.model.dev.device.tolist())
     used = [g for g in meta if g["id"] in ids]
     return used or meta[:1]
 
 
-def _comm_comp_overlap(m: Model):
+def _comm_comp_overlap(t: Tables):
     """HolisticTraceAnalysis's communication/computation overlap (%), None without NCCL kernels."""
     from common.report.ranks import hta_overlap_pct
 
-    return hta_overlap_pct(m) if m.has_gpu else None
+    return hta_overlap_pct(t.model) if t.has_gpu else None
 
 
-def to_json(m: Model, findings: list[Finding]) -> dict:
+def to_json(t: Tables, findings: list[Finding]) -> dict:
     return json_ready(dict(
         schema="common.report/1",
-        trace=dict(path=m.path, bytes=m.size_bytes, file_bytes=m.file_bytes, events=m.n_events),
-        meta=meta_of(m),
-        window=asdict(m.numbers.window),
-        gpu={**asdict(m.numbers.gpu), "comm_comp_overlap_pct": _comm_comp_overlap(m)},
-        cpu=asdict(m.numbers.cpu),
-        device=asdict(m.numbers.device),
-        efficiency=asdict(m.numbers.efficiency),
-        tensorboard=asdict(m.numbers.tensorboard),
-        steps=m.step_rows,
-        breakdown=m.breakdown,
-        categories=m.categories,
-        kernels=m.kernels,
-        ops=m.ops,
-        phases=[p.to_json() for p in m.phases],
+        trace=dict(path=t.model.path, bytes=t.model.size_bytes, file_bytes=t.model.file_bytes, events=t.model.n_events),
+        meta=meta_of(t),
+        window=asdict(t.numbers.window),
+        gpu={**asdict(t.numbers.gpu), "comm_comp_overlap_pct": _comm_comp_overlap(t)},
+        cpu=asdict(t.numbers.cpu),
+        device=asdict(t.numbers.device),
+        efficiency=asdict(t.numbers.efficiency),
+        tensorboard=asdict(t.numbers.tensorboard),
+        steps=[asdict(r) for r in t.step_rows],
+        breakdown=asdict(t.breakdown),
+        categories=[asdict(c) for c in t.categories],
+        kernels=[k.to_json() for k in t.kernels],
+        ops=[asdict(o) for o in t.ops],
+        phases=[p.to_json() for p in t.phases],
         findings=[f.to_json() for f in findings],
-        notes=m.notes,
+        notes=list(t.model.notes),
     ))
 
 
@@ -128,14 +129,14 @@ def _version(k: str, v) -> str:
     return str(v)
 
 
-def header_lines(m: Model) -> list[str]:
-    meta = meta_of(m)
+def header_lines(t: Tables) -> list[str]:
+    meta = meta_of(t)
     from rich.filesize import decimal
     from rich.markup import escape
 
-    lines = [f"[bold]{escape(display_path(m.path))}[/]",
-             f"{decimal(m.file_bytes)} on disk, {decimal(m.size_bytes)} of JSON, {m.n_events:,} events"]
-    gpus = used_gpus(m)
+    lines = [f"[bold]{escape(display_path(t.model.path))}[/]",
+             f"{decimal(t.model.file_bytes)} on disk, {decimal(t.model.size_bytes)} of JSON, {t.model.n_events:,} events"]
+    gpus = used_gpus(t)
     if gpus:
         g = gpus[0]
         amd = any(w in str(g.get("name")) for w in ("AMD", "Radeon", "Instinct"))  # computeMajor 9 is gfx9, not sm_90
@@ -143,7 +144,7 @@ def header_lines(m: Model) -> list[str]:
                  f" ({g['num_sms']} SMs, sm_{g['compute_capability'].replace('.', '')})"
                  if g.get("num_sms") and g.get("compute_capability") else "")
         lines.append(f"device: {g['name'] or 'unnamed GPU ' + str(g['id'])}{extra}" + (f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""))
-    elif not m.has_gpu:
+    elif not t.has_gpu:
         lines.append("device: none (no device lane: CPU-only trace)")
     vs = [f"{k.replace('_version', '').replace('_', ' ')} {_version(k, v)}" for k, v in meta["versions"].items()
           if k != "schemaVersion"]
@@ -152,22 +153,22 @@ def header_lines(m: Model) -> list[str]:
     if meta["distributed"]:
         d = meta["distributed"]
         lines.append("distributed: " + ", ".join(f"{k} {v}" for k, v in d.items() if not isinstance(v, (dict, list))))
-    if m.window_source == "ProfilerStep":
-        nums = [s.number for s in m.steps]
+    if t.model.window_source == "ProfilerStep":
+        nums = [s.number for s in t.model.steps]
         span = f"#{nums[0]}..#{nums[-1]}" if len(nums) > 2 else ", ".join(f"#{n}" for n in nums)
-        lines.append(f"profiled steps: {len(nums)} ({span}), window {fmt_us(m.window_us)}")
+        lines.append(f"profiled steps: {len(nums)} ({span}), window {fmt_us(t.window_us)}")
     else:
-        lines.append(f"no ProfilerStep: one window of {fmt_us(m.window_us)} (all events)")
+        lines.append(f"no ProfilerStep: one window of {fmt_us(t.window_us)} (all events)")
     return lines
 
 
-def headline_lines(m: Model) -> list[str]:
-    g, c, d = m.numbers.gpu, m.numbers.cpu, m.numbers.device
+def headline_lines(t: Tables) -> list[str]:
+    g, c, d = t.numbers.gpu, t.numbers.cpu, t.numbers.device
     out = []
-    if m.has_gpu:
+    if t.has_gpu:
         out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
                    f"HTA: busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, idle {g.idle_pct:.2f}%")
-    overlap = _comm_comp_overlap(m)
+    overlap = _comm_comp_overlap(t)
     if overlap is not None:
         out.append(f"communication kernels {fmt_us(g.communication_us)}; {overlap:.1f}% of their time overlaps "
                    f"computation kernels (HTA's comm/comp overlap, last step left out as HTA does)")
@@ -178,9 +179,9 @@ def headline_lines(m: Model) -> list[str]:
         out.append(f"Self CPU {fmt_us(c.self_cpu_total_us)}{threads} vs self device "
                    f"{fmt_us(d.self_device_total_us)}"
                    + (f" (device/CPU {d.device_to_cpu_ratio:.3f})" if d.device_to_cpu_ratio is not None else ""))
-    e = m.numbers.efficiency
+    e = t.numbers.efficiency
     if e.gpu_utilization_pct is not None:
-        out.append(f"TensorBoard{_aligned_words(m)}: GPU utilization {_pct(e.gpu_utilization_pct)}, "
+        out.append(f"TensorBoard{_aligned_words(t)}: GPU utilization {_pct(e.gpu_utilization_pct)}, "
                    f"Est. SM efficiency {_pct(e.est_sm_efficiency_pct)}, "
                    f"Est. achieved occupancy {_pct(e.est_achieved_occupancy_pct)}")
     if e.kernel_weighted_sm_efficiency_pct is not None:
@@ -194,9 +195,9 @@ def _pct(value) -> str:
     return f"{value:.2f}%" if value is not None else "n/a"
 
 
-def _aligned_words(m: Model) -> str:
+def _aligned_words(t: Tables) -> str:
     """How the steps TensorBoard's figures use were made, in a few words."""
-    tb = m.numbers.tensorboard
+    tb = t.numbers.tensorboard
     if tb.steps != "device-aligned":
         return ""
     dropped = tb.steps_dropped
@@ -231,66 +232,66 @@ def _bullets(lines: list[str]):
     return grid
 
 
-def _steps_table(m: Model):
+def _steps_table(t: Tables):
     """One row per step; device columns only when the trace has a device lane, the CPU work split
     (compute ops' share of the step) when it has none."""
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="steps")
-    cols = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else
-                                      (["compute"] if m.cpu_work else []))
-    gaps = any(r["annotation_gap_us"] is not None for r in m.step_rows)
+    table = Table(title="steps")
+    cols = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else
+                                      (["compute"] if t.cpu_work else []))
+    gaps = any(r.annotation_gap_us is not None for r in t.step_rows)
     for col in cols + (["gap"] if gaps else []):
-        t.add_column(col, justify="right" if col != "step" else "left", no_wrap=col != "gap")
-    work = m.cpu_work.steps if m.cpu_work and not m.has_gpu else None
-    for i, r in enumerate(m.step_rows[:40]):
-        row = [r["name"].replace("ProfilerStep", ""), fmt_us(r["wall_us"]), f"{r['ops']:,}"]
-        if m.has_gpu:
-            row += [f"{r['kernels']:,}", fmt_us(r["device_us"]),
-                    f"{r['gpu_busy_pct']:.1f}%" if r["gpu_busy_pct"] is not None else "-"]
+        table.add_column(col, justify="right" if col != "step" else "left", no_wrap=col != "gap")
+    work = t.cpu_work.steps if t.cpu_work and not t.has_gpu else None
+    for i, r in enumerate(t.step_rows[:40]):
+        row = [r.name.replace("ProfilerStep", ""), fmt_us(r.wall_us), f"{r.ops:,}"]
+        if t.has_gpu:
+            row += [f"{r.kernels:,}", fmt_us(r.device_us),
+                    f"{r.gpu_busy_pct:.1f}%" if r.gpu_busy_pct is not None else "-"]
         elif work:
             row.append(f"{work[i].compute_pct:.0f}%")
         if gaps:
-            gap = r["annotation_gap_us"]
-            row.append(f"{escape(str(r['annotation']))} {fmt_us(gap)}" if gap is not None else "-")
-        t.add_row(*row)
-    notes = [f"{len(m.step_rows) - 40} more steps not shown"] if len(m.step_rows) > 40 else []
+            gap = r.annotation_gap_us
+            row.append(f"{escape(str(r.annotation))} {fmt_us(gap)}" if gap is not None else "-")
+        table.add_row(*row)
+    notes = [f"{len(t.step_rows) - 40} more steps not shown"] if len(t.step_rows) > 40 else []
     if work:
         notes.append("compute: the compute ops' own share of the step (the rest is dispatch)")
     if gaps:
         notes.append("gap: from the annotation's start to its first aten op")
-    t.caption = "; ".join(notes) or None
-    return t
+    table.caption = "; ".join(notes) or None
+    return table
 
 
-def _breakdown_table(m: Model):
+def _breakdown_table(t: Tables):
     """TensorBoard's step breakdown; a CPU-only trace shows only the rows it can have."""
     from rich.table import Table
 
-    t = Table(title="step time breakdown")
-    t.add_column("category")
-    t.add_column("time", justify="right")
-    t.add_column("share", justify="right")
-    total = m.breakdown.get("total", 0) or 0
-    keys = BREAKDOWN_KEYS if m.has_gpu else [k for k in BREAKDOWN_KEYS if m.breakdown.get(k)]
+    table = Table(title="step time breakdown")
+    table.add_column("category")
+    table.add_column("time", justify="right")
+    table.add_column("share", justify="right")
+    total = t.breakdown.total
+    keys = BREAKDOWN_KEYS if t.has_gpu else [k for k in BREAKDOWN_KEYS if getattr(t.breakdown, k)]
     for k in keys:
-        v = m.breakdown.get(k, 0.0)
-        t.add_row(k, fmt_us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
-    t.add_row("[bold]total[/]", fmt_us(total), "100%")
-    return t
+        v = getattr(t.breakdown, k)
+        table.add_row(k, fmt_us(v), f"{100 * v / total:.1f}%" if total > 0 else "-")
+    table.add_row("[bold]total[/]", fmt_us(total), "100%")
+    return table
 
 
-def breakdown_note(m: Model) -> str:
+def breakdown_note(t: Tables) -> str:
     """What the breakdown counts, under its table."""
-    if not m.has_gpu:
+    if not t.has_gpu:
         return ("TensorBoard's breakdown: CPU exec is the operators' time; record_function annotations and "
                 "Python between ops count as other")
     text = "TensorBoard's breakdown: each instant in the first of kernel > memcpy > memset > runtime > dataloader > " \
            "CPU exec > other"
-    if m.numbers.tensorboard.steps == "device-aligned":
+    if t.numbers.tensorboard.steps == "device-aligned":
         text += ", over its steps: each runs until the GPU work it launched ends (the steps table: host walls)"
-    dropped = m.numbers.tensorboard.steps_dropped
+    dropped = t.numbers.tensorboard.steps_dropped
     return text + (f"; {', '.join(dropped)} left out: not all its GPU work was captured" if dropped else "")
 
 
@@ -299,129 +300,129 @@ def _name_width(console) -> int:
     return max(24, min(70, console.width - 50))
 
 
-def _kernels_table(m: Model, top: int, name_width: int = 70):
+def _kernels_table(t: Tables, top: int, name_width: int = 70):
     """The top kernels: calls, total, mean and median (the posts: the mean misleads), share."""
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"kernels (top {min(top, len(m.kernels))} of {len(m.kernels)} by total time)")
+    table = Table(title=f"kernels (top {min(top, len(t.kernels))} of {len(t.kernels)} by total time)")
     for col in ("kernel", "calls", "total", "mean", "median", "share"):
-        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
+        table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
                      min_width=24 if col == "kernel" else None, overflow="fold")
-    for k in m.kernels[:top]:
-        t.add_row(escape(trace_names.short_name(k["name"], name_width)), f"{k['calls']:,}", fmt_us(k["total_us"]), fmt_us(k["mean_us"]),
-                  fmt_us(k["median_us"]), f"{k['share_pct']:.1f}%")
-    t.caption = "min, max and launch details per kernel: --json"
-    return t
+    for k in t.kernels[:top]:
+        table.add_row(escape(trace_names.short_name(k.name, name_width)), f"{k.calls:,}", fmt_us(k.total_us), fmt_us(k.mean_us),
+                  fmt_us(k.median_us), f"{k.share_pct:.1f}%")
+    table.caption = "min, max and launch details per kernel: --json"
+    return table
 
 
-def _efficiency_table(m: Model, top: int, name_width: int = 70):
+def _efficiency_table(t: Tables, top: int, name_width: int = 70):
     """TensorBoard's launch estimates per kernel, for the kernels whose events carry launch arguments."""
     from rich.markup import escape
     from rich.table import Table
 
     pct = lambda v: f"{v:.0f}%" if v is not None else "-"  # noqa: E731
-    t = Table(title="launch estimates (TensorBoard's, from the kernel events' arguments)")
+    table = Table(title="launch estimates (TensorBoard's, from the kernel events' arguments)")
     for col in ("kernel", "SM efficiency", "occupancy", "blocks/SM"):
-        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
+        table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
                      min_width=24 if col == "kernel" else None, overflow="fold")
-    for k in m.kernels[:top]:
-        bps = k["mean_blocks_per_sm"]
-        t.add_row(escape(trace_names.short_name(k["name"], name_width)), pct(k["est_sm_efficiency_pct"]),
-                  pct(k["est_achieved_occupancy_pct"]), f"{bps:.2f}" if bps is not None else "-")
-    return t
+    for k in t.kernels[:top]:
+        bps = k.mean_blocks_per_sm
+        table.add_row(escape(trace_names.short_name(k.name, name_width)), pct(k.est_sm_efficiency_pct),
+                  pct(k.est_achieved_occupancy_pct), f"{bps:.2f}" if bps is not None else "-")
+    return table
 
 
-def render(m: Model, findings: list[Finding], console, top: int = 15) -> None:
+def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
     from rich.markup import escape
     from rich.panel import Panel
     from rich.table import Table
 
-    console.print(Panel("\n".join(header_lines(m)), title="trace report", expand=False))
-    console.print(_indented(headline_lines(m)))
+    console.print(Panel("\n".join(header_lines(t)), title="trace report", expand=False))
+    console.print(_indented(headline_lines(t)))
 
-    console.print(_steps_table(m))
-    if m.phases:
-        console.print(phases_table(m))
-    console.print(_breakdown_table(m))
-    console.print(_bullets([f"[dim]{escape(breakdown_note(m))}[/]"]))
+    console.print(_steps_table(t))
+    if t.phases:
+        console.print(phases_table(t))
+    console.print(_breakdown_table(t))
+    console.print(_bullets([f"[dim]{escape(breakdown_note(t))}[/]"]))
 
-    if m.has_gpu:
-        t = Table(title="GPU time by category")
+    if t.has_gpu:
+        table = Table(title="GPU time by category")
         for col in ("category", "events", "time", "share"):
-            t.add_column(col, justify="left" if col == "category" else "right")
-        for c in m.categories:
-            t.add_row(c["label"], f"{c['count']:,}", fmt_us(c["time_us"]), f"{c['pct']:.1f}%")
-        console.print(t)
+            table.add_column(col, justify="left" if col == "category" else "right")
+        for c in t.categories:
+            table.add_row(c.label, f"{c.count:,}", fmt_us(c.time_us), f"{c.pct:.1f}%")
+        console.print(table)
 
-        console.print(_kernels_table(m, top, _name_width(console)))
-        if any(k["est_sm_efficiency_pct"] is not None for k in m.kernels):
-            console.print(_efficiency_table(m, top, max(24, min(70, console.width - 46))))
+        console.print(_kernels_table(t, top, _name_width(console)))
+        if any(k.est_sm_efficiency_pct is not None for k in t.kernels):
+            console.print(_efficiency_table(t, top, max(24, min(70, console.width - 46))))
 
-    ops = [o for o in m.ops if o["kind"] == "op"][:10]
+    ops = [o for o in t.ops if o.kind == "op"][:10]
     if ops:
-        t = Table(title="ops (top 10 by CPU total)")
-        cols = ("op", "calls", "CPU total", "self CPU") + (("self device",) if m.has_gpu else ())
+        table = Table(title="ops (top 10 by CPU total)")
+        cols = ("op", "calls", "CPU total", "self CPU") + (("self device",) if t.has_gpu else ())
         for col in cols:
-            t.add_column(col, justify="left" if col == "op" else "right", overflow="fold")
+            table.add_column(col, justify="left" if col == "op" else "right", overflow="fold")
         for o in ops:
-            row = [escape(o["name"][:70]), f"{o['calls']:,}", fmt_us(o["cpu_total_us"]), fmt_us(o["self_cpu_us"])]
-            t.add_row(*row + ([fmt_us(o["self_device_us"])] if m.has_gpu else []))
-        console.print(t)
+            row = [escape(o.name[:70]), f"{o.calls:,}", fmt_us(o.cpu_total_us), fmt_us(o.self_cpu_us)]
+            table.add_row(*row + ([fmt_us(o.self_device_us)] if t.has_gpu else []))
+        console.print(table)
 
     console.print(f"[bold]findings[/] ({len(findings)})")
-    console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in m.notes]))
+    console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in t.model.notes]))
 
 
-def render_short(m: Model, findings: list[Finding], console) -> None:
+def render_short(t: Tables, findings: list[Finding], console) -> None:
     """Compact: header, headline numbers, one line per finding (about 10-20 lines)."""
     from rich.markup import escape
-    hdr = header_lines(m)
-    console.print(f"[bold]trace report[/] {escape(display_path(m.path))}")
-    console.print(_indented(hdr[2:] + headline_lines(m)))
-    if m.window_source == "ProfilerStep" and m.step_rows:
-        steps = ", ".join(f"{r['name'].replace('ProfilerStep', '')} {fmt_us(r['wall_us'])}" for r in m.step_rows[:8])
+    hdr = header_lines(t)
+    console.print(f"[bold]trace report[/] {escape(display_path(t.model.path))}")
+    console.print(_indented(hdr[2:] + headline_lines(t)))
+    if t.model.window_source == "ProfilerStep" and t.step_rows:
+        steps = ", ".join(f"{r.name.replace('ProfilerStep', '')} {fmt_us(r.wall_us)}" for r in t.step_rows[:8])
         console.print(f"  step wall times: {steps}")
-    if m.phases:
-        console.print("  " + escape(phases_line(m)))
+    if t.phases:
+        console.print("  " + escape(phases_line(t)))
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those
     console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))
     if shown:
         console.print("  [dim]full report with what to try:[/]")
-        console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', Path(m.path)))}[/]", soft_wrap=True)
+        console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', Path(t.model.path)))}[/]", soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- phases (per annotation)
 
 
-def phases_table(m: Model):
+def phases_table(t: Tables):
     """The per-annotation table: what one call of each phase costs and dispatches."""
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="annotations (per call)",
-              caption="kernels and device time: the work launched from inside a call" if m.has_gpu else None)
-    cols = ["annotation", "calls", "mean wall", "ops"] + (["kernels", "device time", "GPU busy"] if m.has_gpu else [])
+    table = Table(title="annotations (per call)",
+              caption="kernels and device time: the work launched from inside a call" if t.has_gpu else None)
+    cols = ["annotation", "calls", "mean wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else [])
     for col in cols:
-        t.add_column(col, justify="left" if col == "annotation" else "right", overflow="fold")
-    for p in m.phases[:20]:
+        table.add_column(col, justify="left" if col == "annotation" else "right", overflow="fold")
+    for p in t.phases[:20]:
         row = [escape(p.name[:60]), f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
-        if m.has_gpu:
+        if t.has_gpu:
             row += [f"{p.kernels_per_call:,.0f}",
                     fmt_us(p.device_us_per_call) if p.device_us_per_call is not None else "-",
                     f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
-        t.add_row(*row)
-    if len(m.phases) > 20:
-        t.caption = f"{len(m.phases) - 20} more annotations in --json"
-    return t
+        table.add_row(*row)
+    if len(t.phases) > 20:
+        table.caption = f"{len(t.phases) - 20} more annotations in --json"
+    return table
 
 
-def phases_line(m: Model, most: int = 4) -> str:
+def phases_line(t: Tables, most: int = 4) -> str:
     """The phases in one line: calls, mean wall time and ops per call (and GPU busy on a GPU trace)."""
     parts = []
-    for p in m.phases[:most]:
+    for p in t.phases[:most]:
         busy = f", GPU busy {p.gpu_busy_pct:.0f}%" if p.gpu_busy_pct is not None else ""
         parts.append(f"{p.name} {p.calls:,}x {fmt_us(p.mean_us)} ({p.ops_per_call:,.0f} ops{busy})")
-    more = f" (+{len(m.phases) - most} more)" if len(m.phases) > most else ""
+    more = f" (+{len(t.phases) - most} more)" if len(t.phases) > most else ""
     return "per call: " + "; ".join(parts) + more

@@ -1,6 +1,7 @@
 """Tables: every number of the report, computed once from the model's columns.
 
-Each function computes one table and returns it; :func:`fill_tables` stores them on the model.
+Each function computes one table and returns it; :func:`build_tables` gathers them into one frozen
+:class:`Tables`, the stage after the model: rules and renderers read it and nothing else computes.
 None writes into another's input. Where a number carries another tool's name it follows that
 tool's definition: HolisticTraceAnalysis's GPU busy/idle over the GPU span, TensorBoard's step
 breakdown, GPU utilization, Est. SM efficiency and occupancy over its device-aligned steps
@@ -9,12 +10,16 @@ breakdown, GPU utilization, Est. SM efficiency and occupancy over its device-ali
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Optional
 
 import numpy as np
 
+from common.knobs import RunKnobs
+from common.report import aggregates as agg
 from common.report import names as trace_names
-from common.report.cpu_work import split_cpu_work
+from common.report.cpu_work import CpuWork, split_cpu_work
+from common.report.gpus import Gpu
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
@@ -22,35 +27,95 @@ from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KER
                                  STEP_RE, Model)
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
+from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
 KERNEL_DETAIL_ROWS = 200  # per-kernel detail (registers, per-step times, decoded name) for the top kernels
 DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"  # TensorBoard's DataLoader rows
 
 
-def fill_tables(m: Model) -> None:
-    """Compute every table of the model, in dependency order."""
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """Every number of one trace, computed once from its model (which it keeps, for the steps, names
+    and metadata the renderers print)."""
+
+    model: Model
+    numbers: Numbers
+    step_rows: tuple  # StepRow per host step
+    breakdown: Breakdown
+    categories: tuple  # CategoryRow, largest first
+    kernels: tuple  # KernelRow, by total time
+    ops: tuple  # OpRow, by CPU total
+    phases: tuple  # phases.Phase, one per user annotation name
+    cpu_work: Optional[CpuWork]  # per step: compute ops' own work vs the dispatch around them
+    aligned_steps: AlignedSteps  # the steps as TensorBoard sees them
+    gpu_busy: Intervals  # the union of every kernel, memcpy and memset
+    gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
+    # what particular rules read (:mod:`.aggregates`)
+    top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
+    op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
+    matmul_runtime_calls: dict  # {aten::mm/bmm: (runtime calls directly under it, its calls)}
+    mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
+    occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
+    graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
+    final_sync: Optional[agg.FinalSync]  # the last device synchronize
+    buffer_requests: agg.BufferRequests  # the profiler's Activity Buffer Requests
+    kernel_gaps: tuple  # per step, its largest gap between device work (aggregates.KernelGap or None)
+    first_annotation_start_us: Optional[float]  # where the first step's first annotation starts
+    phase_calls: dict  # {phase name: (Span of each call)}
+    dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
+    addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
+    compile: Optional[agg.CompileFrames]  # torch.compile's frames
+
+    @property
+    def knobs(self) -> Optional[RunKnobs]:
+        """What the lesson that wrote the trace did (warm-up, compile, schedule); None for other traces."""
+        return self.model.knobs
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.model.has_gpu
+
+    @property
+    def window_us(self) -> float:
+        return self.model.window_us
+
+    def step_label(self, i: int) -> str:
+        return self.model.step_label(i)
+
+
+def build_tables(m: Model) -> Tables:
+    """Every table of the model, in dependency order."""
     gpu_union = _gpu_union(m)
-    m.intervals["gpu"] = gpu_union
-    m.aligned_steps = align_steps(m)
-    per_step = step_breakdown(m, m.aligned_steps)
-    figures = device_figures(m, m.aligned_steps)
-    m.numbers = Numbers(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
-                        window=window_numbers(m), tensorboard=tensorboard_numbers(m.aligned_steps, figures),
-                        efficiency=efficiency_numbers(m, figures))
-    m.breakdown = {k: float(v.sum()) for k, v in per_step.items()}
-    m.breakdown["total"] = float(m.aligned_steps.durations.sum())
-    m.step_rows = step_rows(m, per_step, gpu_union)
-    m.categories = category_table(m)
-    m.kernels = kernel_table(m)
-    m.ops = op_table(m)
+    aligned = align_steps(m)
+    per_step = step_breakdown(m, aligned)
+    figures = device_figures(m, aligned)
+    numbers = Numbers(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
+                      window=window_numbers(m), tensorboard=tensorboard_numbers(aligned, figures),
+                      efficiency=efficiency_numbers(m, figures))
+    breakdown = Breakdown(**{k: float(v.sum()) for k, v in per_step.items()}, total=float(aligned.durations.sum()))
+    cpu_work = None
     if m.window_source == "ProfilerStep":
         cpu = m.cpu
-        m.cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
-                                    self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
-                                    step_walls=[s.dur for s in m.steps], thread=cpu.thread,
-                                    step_threads=[s.tid for s in m.steps])
-    m.phases = phase_table(m)
+        cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
+                                  self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
+                                  step_walls=[s.dur for s in m.steps], thread=cpu.thread,
+                                  step_threads=[s.tid for s in m.steps])
+    rows = step_rows(m, per_step, gpu_union, aligned)
+    ops = op_table(m)
+    phases = tuple(phase_table(m, gpu_union))
+    return Tables(
+        model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
+        kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
+        gpu=agg.gpu_of_trace(m), top_op_children=agg.top_op_children(m, ops),
+        op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
+        matmul_runtime_calls=agg.runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
+        occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
+        final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
+        kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
+        first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
+        phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
+        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops))
 
 
 # ----------------------------------------------------------------------------- the GPU and CPU totals
@@ -128,26 +193,26 @@ def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumb
     """TensorBoard's GPU utilization, Est. SM efficiency and occupancy (the device with the most kernel
     time first in ``figures``), and the kernel-time-weighted figures over every kernel."""
     main = figures[0] if figures else None
-    out = EfficiencyNumbers(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
-                            est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
-                            est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None)
+    figures_of_main = dict(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
+                           est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
+                           est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None)
     kernels = np.flatnonzero(m.dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
     if not kernels.size:
-        return out
+        return EfficiencyNumbers(**figures_of_main)
     dur = m.dev.dur[kernels]
-    blocks_per_sm = m.blocks_per_sm()[kernels]
+    blocks_per_sm = m.dev.blocks_per_sm[kernels]
     known = np.isfinite(blocks_per_sm)
-    out.kernels_with_launch_args = int(known.sum())
+    weighted = {}
     if known.any() and dur[known].sum() > 0:
         weight = dur[known].sum()
-        weighted = (np.minimum(blocks_per_sm[known], 1.0) * dur[known]).sum()
-        out.kernel_weighted_sm_efficiency_pct = 100.0 * float(weighted / weight)
-        out.mean_blocks_per_sm = float((blocks_per_sm[known] * dur[known]).sum() / weight)
+        weighted["kernel_weighted_sm_efficiency_pct"] = 100.0 * float(
+            (np.minimum(blocks_per_sm[known], 1.0) * dur[known]).sum() / weight)
+        weighted["mean_blocks_per_sm"] = float((blocks_per_sm[known] * dur[known]).sum() / weight)
     total = float(dur.sum())
     if total > 0:
         tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
-        out.tensor_core_pct = 100.0 * float(dur[tensor_cores].sum()) / total
-    return out
+        weighted["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
+    return EfficiencyNumbers(**figures_of_main, **weighted, kernels_with_launch_args=int(known.sum()))
 
 
 def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
@@ -176,7 +241,7 @@ def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
 # ----------------------------------------------------------------------------- steps
 
 
-def step_rows(m: Model, per_step: dict, gpu_union: Intervals) -> list[dict]:
+def step_rows(m: Model, per_step: dict, gpu_union: Intervals, aligned: AlignedSteps) -> tuple[StepRow, ...]:
     """One row per host step: wall time, ops, kernels and device time it launched, GPU busy inside it,
     its first annotation's gap, and TensorBoard's window and breakdown of it (None for a step
     TensorBoard drops)."""
@@ -192,11 +257,10 @@ def step_rows(m: Model, per_step: dict, gpu_union: Intervals) -> list[dict]:
     op_step = cpu.step[(cpu.kind == OP) & (cpu.step >= 0)]
     ops = np.bincount(op_step, minlength=nsteps)
     gaps = annotation_gaps(m)
-    aligned = m.aligned_steps
     rows = []
     for i, s in enumerate(m.steps):
         kept = i < aligned.kept
-        rows.append(dict(
+        rows.append(StepRow(
             name=s.name, number=s.number, start_us=s.start, wall_us=s.dur,
             ops=int(ops[i]), kernels=int(kernels[i]), device_us=float(device_time[i]),
             gpu_busy_us=float(busy[i]) if m.has_gpu else None,
@@ -204,9 +268,9 @@ def step_rows(m: Model, per_step: dict, gpu_union: Intervals) -> list[dict]:
             annotation=gaps[i][0], annotation_gap_us=gaps[i][1], first_op=gaps[i][2],
             device_aligned_start_us=float(aligned.starts[i]) if kept else None,
             device_aligned_wall_us=float(aligned.ends[i] - aligned.starts[i]) if kept else None,
-            breakdown={k: float(per_step[k][i]) for k in BREAKDOWN_KEYS} if kept else None,
+            breakdown=StepBreakdown(**{k: float(per_step[k][i]) for k in BREAKDOWN_KEYS}) if kept else None,
         ))
-    return rows
+    return tuple(rows)
 
 
 def annotation_gaps(m: Model) -> list:
@@ -238,18 +302,18 @@ def annotation_gaps(m: Model) -> list:
 # ----------------------------------------------------------------------------- kernels
 
 
-def category_table(m: Model) -> list[dict]:
+def category_table(m: Model) -> tuple[CategoryRow, ...]:
     """GPU time by kernel category (every device event), largest first."""
     dev = m.dev
     if not m.has_gpu:
-        return []
+        return ()
     time = np.bincount(dev.category, weights=dev.dur, minlength=len(CATEGORY_CODES))
     count = np.bincount(dev.category, minlength=len(CATEGORY_CODES))
     total = float(dev.dur.sum())
-    rows = [dict(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
-                 pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
+    rows = [CategoryRow(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
+                        pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
             for c, i in CATEGORY_CODES.items() if count[i]]
-    return sorted(rows, key=lambda r: -r["time_us"])
+    return tuple(sorted(rows, key=lambda r: -r.time_us))
 
 
 def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
@@ -268,33 +332,31 @@ def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
     return dict(count=count, total=total, min=low, max=high, median=median)
 
 
-def kernel_table(m: Model) -> list[dict]:
+def kernel_table(m: Model) -> tuple[KernelRow, ...]:
     """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates."""
     dev = m.dev
     rows_of = np.flatnonzero(dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
     if not rows_of.size:
-        return []
+        return ()
     dur = dev.dur[rows_of]
     uniq, kernel = np.unique(dev.name[rows_of], return_inverse=True)
     stats = group_stats(kernel, dur, uniq.size)
     total_time = float(dur.sum())
-    blocks_per_sm = m.blocks_per_sm()[rows_of]
+    blocks_per_sm = dev.blocks_per_sm[rows_of]
     estimates = _weighted_per_kernel(kernel, uniq.size, dur, blocks_per_sm, dev.occ[rows_of])
     rows = []
     for g in np.argsort(-stats["total"], kind="stable").tolist():
         name = m.names[int(uniq[g])]
-        row = dict(
+        rows.append(KernelRow(
             name=name, category=trace_names.kernel_category(name), calls=int(stats["count"][g]),
             total_us=float(stats["total"][g]), mean_us=float(stats["total"][g] / stats["count"][g]),
             min_us=float(stats["min"][g]), median_us=float(stats["median"][g]), max_us=float(stats["max"][g]),
             share_pct=100.0 * float(stats["total"][g]) / total_time if total_time > 0 else 0.0,
             **{key: values[g] for key, values in estimates.items()},
             tensor_cores=trace_names.uses_tensor_cores(name),
-        )
-        if len(rows) < KERNEL_DETAIL_ROWS:
-            row.update(_kernel_detail(m, name, rows_of[kernel == g]))
-        rows.append(row)
-    return rows
+            detail=_kernel_detail(m, name, rows_of[kernel == g]) if len(rows) < KERNEL_DETAIL_ROWS else None,
+        ))
+    return tuple(rows)
 
 
 def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, blocks_per_sm: np.ndarray,
@@ -314,7 +376,7 @@ def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, bloc
                 est_achieved_occupancy_pct=weighted(np.nan_to_num(occupancy), known_occupancy))
 
 
-def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> dict:
+def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> KernelDetail:
     """Registers, shared memory, time and calls per step, and the decoded name of one kernel's calls."""
     dev = m.dev
     registers, shared = dev.regs[rows], dev.smem[rows]
@@ -322,12 +384,12 @@ def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> dict:
     in_step = step >= 0
     nsteps = len(m.steps)
     gemm, fused = trace_names.decode_gemm(name), trace_names.decode_fused(name)
-    return dict(
+    return KernelDetail(
         registers_per_thread=float(np.nanmax(registers)) if np.isfinite(registers).any() else None,
         shared_memory_bytes=float(np.nanmax(shared)) if np.isfinite(shared).any() else None,
-        per_step_us=np.bincount(step[in_step], weights=dev.dur[rows][in_step], minlength=nsteps).tolist()
-        if nsteps else [],
-        per_step_calls=np.bincount(step[in_step], minlength=nsteps).tolist() if nsteps else [],
+        per_step_us=tuple(np.bincount(step[in_step], weights=dev.dur[rows][in_step], minlength=nsteps).tolist())
+        if nsteps else (),
+        per_step_calls=tuple(np.bincount(step[in_step], minlength=nsteps).tolist()) if nsteps else (),
         decoded=(dict(gemm, kind="gemm", text=trace_names.describe_gemm(gemm)) if gemm else
                  dict(fused, kind="fused", text=trace_names.describe_fused(fused)) if fused else None),
     )
@@ -336,7 +398,7 @@ def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> dict:
 # ----------------------------------------------------------------------------- ops
 
 
-def op_table(m: Model) -> list[dict]:
+def op_table(m: Model) -> tuple[OpRow, ...]:
     """Per op (or annotation) name, TensorBoard's Operator view and the profiler table: calls, CPU total,
     self CPU, device self (kernels it launched itself) and total (with its children's), by CPU total.
 
@@ -345,7 +407,7 @@ def op_table(m: Model) -> list[dict]:
     cpu, dev = m.cpu, m.dev
     rows_of = np.flatnonzero((cpu.kind == OP) | (cpu.kind == ANNOTATION))
     if not rows_of.size:
-        return []
+        return ()
     counted = rows_of[~_repeated_calls(cpu)[rows_of]]
     names = len(m.names)
     name = cpu.name
@@ -362,13 +424,13 @@ def op_table(m: Model) -> list[dict]:
     with_work = np.bincount(name[counted], weights=(launched_count[counted] > 0).astype(np.float64), minlength=names)
     kind = np.zeros(names, dtype=np.int8)
     kind[name[rows_of]] = cpu.kind[rows_of]
-    rows = [dict(name=m.names[i], kind="annotation" if kind[i] == ANNOTATION else "op", calls=int(calls[i]),
-                 cpu_total_us=float(total[i]), self_cpu_us=float(self_cpu[i]), self_device_us=float(self_device[i]),
-                 device_total_us=float(device_total[i]), kernels=int(kernels[i]),
-                 calls_with_device_work=int(with_work[i]))
+    rows = [OpRow(name=m.names[i], kind="annotation" if kind[i] == ANNOTATION else "op", calls=int(calls[i]),
+                  cpu_total_us=float(total[i]), self_cpu_us=float(self_cpu[i]), self_device_us=float(self_device[i]),
+                  device_total_us=float(device_total[i]), kernels=int(kernels[i]),
+                  calls_with_device_work=int(with_work[i]))
             for i in np.flatnonzero(calls).tolist()]
-    rows.sort(key=lambda r: -r["cpu_total_us"])
-    return rows
+    rows.sort(key=lambda r: -r.cpu_total_us)
+    return tuple(rows)
 
 
 def _repeated_calls(cpu: CpuLane) -> np.ndarray:

@@ -146,7 +146,7 @@ def device_figures(m: Model, steps: AlignedSteps) -> list[DeviceFigures]:
         out.append(DeviceFigures(
             device=device,
             gpu_utilization_pct=100.0 * Intervals(ts, ends).covered(start, end) / (end - start),
-            est_sm_efficiency_pct=_sm_efficiency(ts, ends, m.blocks_per_sm()[sel], start, end),
+            est_sm_efficiency_pct=_sm_efficiency(ts, ends, m.dev.blocks_per_sm[sel], start, end),
             est_achieved_occupancy_pct=_occupancy(ts, ends, dev.occ[sel], start, end),
         ))
     return out

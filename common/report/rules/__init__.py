@@ -1,0 +1,105 @@
+"""Rules: the trace-reading cheatsheet as code, one module per theme.
+
+Each rule is a small function over the :class:`~common.report.tables.Tables` (and the run's knobs,
+``t.knobs``); its docstring is the cheatsheet row it implements. It returns a :class:`Finding` (the
+evidence, and the spans of time it points at) or None. Rules read numbers the tables computed and
+judge them; they do not aggregate events (a number a rule needs is a table in
+:mod:`common.report.aggregates`).
+
+The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
+profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
+the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
+CUDA graphs), :mod:`.phases` (per annotation); judgements several themes share are in :mod:`.judge`.
+A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
+findings is decided.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from common.report.rows import Span
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    message: str  # one line: what was seen, with the numbers
+    hint: str = ""  # what to try
+    evidence: dict = field(default_factory=dict)
+    level: str = "info"  # info | warn | note
+    spans: tuple = ()  # Span: where in time it happened, inside the window (the annotated trace draws them)
+
+    def to_json(self) -> dict:
+        return dict(rule=self.rule, level=self.level, message=self.message, hint=self.hint, evidence=self.evidence)
+
+
+def in_window(t, spans) -> tuple:
+    """``spans`` (Span or (start, duration) pairs, µs from the window's start) clipped to the window;
+    those wholly outside it are left out."""
+    w0, w1 = t.model.window
+    out = []
+    for start, dur in spans:
+        a, b = max(start, w0), min(start + max(dur, 0.0), w1)
+        if b >= a:
+            out.append(Span(a, b - a))
+    return tuple(out)
+
+
+# The theme modules import Finding from here: defined above, before they are imported.
+from common.report.rules import compile as compiled  # noqa: E402
+from common.report.rules import copies, gemm, overhead, phases, timeline, trace  # noqa: E402
+
+# Every rule, in the order of the report's findings.
+RULES: list = [
+    trace.no_device_lane,
+    trace.no_steps,
+    trace.large_trace,
+    overhead.overhead_bound,
+    overhead.compute_bound,
+    gemm.hotspot_kernel,
+    overhead.hotspot_op,
+    overhead.many_calls,
+    overhead.children_heavy,
+    timeline.cold_first_step,
+    timeline.noisy_steps,
+    timeline.annotation_gap,
+    gemm.occupancy_query,
+    timeline.long_final_sync,
+    copies.hidden_dtod_copy,
+    timeline.activity_buffer_request,
+    timeline.kernel_gap,
+    timeline.kernel_time_spread,
+    gemm.metadata_only_ops,
+    gemm.matmul_dispatch,
+    gemm.addmm_vs_mm_add,
+    compiled.torch_compile,
+    compiled.recompiles,
+    compiled.fused_kernels,
+    gemm.gemm_kernels,
+    phases.overhead_bound_phase,
+    compiled.cuda_graphs,
+    compiled.recompiled_before_window,
+]
+
+STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule that crashes raises (the tests set it)
+
+
+def run_rules(t) -> list[Finding]:
+    """Every rule over the tables (:class:`~common.report.tables.Tables`). A rule that trips on an odd
+    trace reports itself as a ``rule_error`` finding and the others run; with REPORT_STRICT_RULES=1 it
+    raises instead."""
+    strict = os.environ.get(STRICT_ENV, "") not in ("", "0")
+    out = []
+    for fn in RULES:
+        try:
+            f = fn(t)
+        except Exception as exc:  # noqa: BLE001 - one odd trace must not cost the whole report
+            if strict:
+                raise
+            f = Finding("rule_error", f"the {fn.__name__} rule could not read this trace ({type(exc).__name__}: {exc})",
+                        level="note", evidence=dict(rule=fn.__name__))
+        if f is not None:
+            out.append(f)
+    return out

@@ -1,0 +1,130 @@
+"""torch.compile: its frames, recompiles, Inductor's fused kernels, CUDA graphs, a recompile before
+the window."""
+
+from __future__ import annotations
+
+
+from common.report import names as trace_names
+from common.report.aggregates import REGION
+from common.report.rules import Finding, in_window
+from common.report.tables import Tables
+from common.report.units import fmt_us, rounded
+
+
+def torch_compile(t: Tables):
+    """A Torch-Compiled Region: K/M row: you're inside a compiled function. TorchDynamo Cache Lookup
+    on every step: Dynamo checking guards (paid on every call). AOTDispatcher Runtime Wrapper
+    Prologue: AOTAutograd's wrapper, always in the stack. ## Call CompiledFxGraph <hash> with the
+    same hash across steps: cache hits on the generated code."""
+    info = t.compile
+    if info is None:
+        return None
+    nsteps = len(t.model.steps) if t.model.window_source == "ProfilerStep" else 0
+    parts = []
+    if info.regions:
+        parts.append("regions " + ", ".join(f"{n.split(': ')[1]} ({c}x)" for n, c in info.regions.items()))
+    for n, c in info.frames.items():
+        parts.append(f"{n} {c}x" + (f" ({c / nsteps:.0f}/step)" if nsteps else ""))
+    if info.hashes:
+        parts.append("CompiledFxGraph " + ", ".join(f"{h} ({c}x)" for h, c in info.hashes.items()))
+    one = len(info.hashes) <= 1 and len(info.regions) <= 1
+    verdict = "one graph, called from its cache every step" if one else "several graphs (see recompiles)"
+    return Finding("torch_compile", f"torch.compile frames: {'; '.join(parts)}: {verdict}",
+                   "generated code: /tmp/torchinductor_<user>/ (TORCH_COMPILE_DEBUG=1 or TORCH_LOGS=output_code); "
+                   "for a single small op the Dynamo/AOT wrappers cost more CPU than eager",
+                   dict(regions=info.regions, hashes=info.hashes, frames=info.frames))
+
+
+def recompiles(t: Tables):
+    """Several CompiledFxGraph hashes or Torch-Compiled Region indices: recompiles (new shapes,
+    dtypes or guards failing) or graph breaks; one stable hash means cache hits."""
+    info = t.compile
+    if info is None:
+        return None
+    regions = [(REGION.match(n).group(1), REGION.match(n).group(2)) for n in info.regions]
+    recompiled = sorted({f"{a}/{b}" for a, b in regions if b != "0"})
+    frames = sorted({a for a, _ in regions})
+    if len(info.hashes) <= 1 and len(regions) <= 1:
+        return None
+    why = (["recompiles " + ", ".join(recompiled)] if recompiled else []) + (
+        [f"{len(frames)} frames (graph breaks)"] if len(frames) > 1 else [])
+    return Finding("recompiles", f"{len(info.hashes)} CompiledFxGraph hashes and {len(regions)} compiled regions "
+                   f"({', '.join(n.split(': ')[1] for n in info.regions) or '-'}): "
+                   + (" ".join(why) or "several compiled graphs"),
+                   "TORCH_LOGS=recompiles,graph_breaks says why; mark dynamic dims or fix the shapes",
+                   dict(hashes=list(info.hashes), regions=list(info.regions), recompiled=recompiled),
+                   level="warn", spans=in_window(t, info.recompiled_calls))
+
+
+def fused_kernels(t: Tables):
+    """Inductor's fused kernels, names decoded: triton_poi_fused__unsafe_view_gelu_mul_0 -> Triton,
+    pointwise, fuses _unsafe_view+gelu+mul (poi/red/per = pointwise/reduction/persistent
+    reduction); on the CPU graph_0_cpp_fused_... / cpp_fused_... (C++/OpenMP)."""
+    rows = []
+    for k in t.kernels:
+        d = trace_names.decode_fused(k.name)
+        if d:
+            rows.append((k.name, d, k.total_us, k.calls, "GPU"))
+    gpu_names = {r[0] for r in rows}
+    for o in t.ops:
+        d = trace_names.decode_fused(o.name)
+        if d and o.name not in gpu_names:
+            rows.append((o.name, d, o.cpu_total_us, o.calls, "CPU"))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -r[2])
+    txt = "; ".join(f"{n} -> {trace_names.describe_fused(d)} ({c}x, {fmt_us(us)})" for n, d, us, c, _ in rows[:4])
+    more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
+    return Finding("fused_kernels", f"fused kernels: {txt}{more}",
+                   "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory",
+                   dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), **d) for n, d, us, c, lane in rows[:20]]))
+
+
+def cuda_graphs(t: Tables):
+    """cudaGraphLaunch on the CPU lane: a captured CUDA graph replays a whole sequence of kernels
+    for one launch (torch.compile mode='reduce-overhead', or torch.cuda.graphs): the per-kernel
+    launch cost, the overhead of a small-kernel phase such as decode, is gone from the host."""
+    graphs = t.graph_launches
+    if graphs is None:
+        return None
+    launches, replayed = graphs.launches, graphs.kernels_replayed
+    per = f", {replayed / launches:,.0f} kernels per launch" if replayed else ""
+    phases = [p for p in t.phases if p.graph_launches_per_call > 0]
+    where = "; ".join(f"{p.name}: {p.graph_launches_per_call:.1f} graph launch(es) and "
+                      f"{p.launches_per_call - p.graph_launches_per_call:.1f} other launches per call, "
+                      f"{p.kernels_per_call:,.0f} kernels per call" for p in phases[:3])
+    return Finding("cuda_graphs", f"CUDA graphs: {launches:,} {graphs.name} calls replay "
+                   f"{replayed:,} kernels{per}: one launch instead of one per kernel" + (f" ({where})" if where else ""),
+                   "the kernels still run one after another on the GPU; what is gone is the host's launch cost. "
+                   "A graph needs fixed shapes and addresses: a static KV cache",
+                   dict(graph_launches=launches, kernels_replayed=replayed,
+                        phases={p.name: dict(graph_launches_per_call=rounded(p.graph_launches_per_call, 2),
+                                             launches_per_call=rounded(p.launches_per_call, 2),
+                                             kernels_per_call=rounded(p.kernels_per_call, 1)) for p in phases}))
+
+
+def recompiled_before_window(t: Tables):
+    """Torch-Compiled Region K/M with M > 0, the only region of its frame in the window, with one
+    CompiledFxGraph: the frame was compiled again before the window (a guard failed, typically a
+    shape changed) and that graph serves every call since. When the shapes keep changing, as a
+    growing KV cache's do, this is torch.compile going dynamic (automatic dynamic shapes after the
+    first change): one graph for every length instead of one recompile per length."""
+    info = t.compile
+    if info is None or len(info.hashes) != 1:
+        return None
+    regions = [(REGION.match(n).group(1), REGION.match(n).group(2), n) for n in info.regions]
+    frames = {f for f, _, _ in regions}
+    if len(regions) != 1 or len(frames) != 1 or regions[0][1] == "0":
+        return None
+    frame, compile_id, name = regions[0]
+    calls = info.regions[name]
+    phase = info.region_phase[name]
+    inside = f" inside {phase}" if phase else ""
+    return Finding("recompiled_before_window", f"{name}{inside}: frame {frame}'s compile {compile_id}, a recompile "
+                   f"(the guards of an earlier compile failed before the window), serves all {calls:,} calls in the "
+                   "window with one graph: no recompiles here; when the shapes change from call to call (a growing KV "
+                   "cache), this graph has dynamic shapes (torch.compile's automatic dynamic, after the first change)",
+                   "TORCH_LOGS=recompiles,dynamic says which guard failed and which dimension went dynamic; fixed "
+                   "shapes (a static KV cache) keep one static graph (region 0/0)",
+                   dict(region=name, frame=frame, compile_id=int(compile_id), calls=calls,
+                        graph=next(iter(info.hashes)), phase=inside.removeprefix(" inside ") or None))

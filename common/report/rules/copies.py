@@ -1,0 +1,45 @@
+"""Copies you did not write: a device-to-device copy right before a GEMM (addmm's bias seed)."""
+
+from __future__ import annotations
+
+from common.report import names as trace_names
+from common.report.rules import Finding, in_window
+from common.report.tables import Tables
+from common.report.units import fmt_us
+
+
+def hidden_dtod_copy(t: Tables):
+    """A cudaMemcpyAsync you didn't write / Memcpy DtoD immediately before a GEMM: often a hidden
+    device-to-device copy, e.g. addmm seeding its output with the bias before the GEMM epilogue
+    (the "fusion" is at the dispatcher level, not in the kernel). Whether addmm copies depends on
+    the torch version and the bias: the rule says which the trace shows."""
+    if not t.has_gpu:
+        return None
+    found = t.dtod_before_gemm
+    if found is None:
+        return _no_bias_copy(t)
+    b = found.median_bytes
+    size = f", {b / 1e6:.1f} MB" if b else ""
+    chain = list(found.issued_by)
+    via = f" (issued by {' ← '.join(chain[:4])})" if chain else ""
+    return Finding("hidden_dtod_copy", f"hidden copy: {len(found.copies)} Memcpy DtoD{size}, median "
+                   f"{fmt_us(found.median_us)}, each right before GEMM "
+                   f"{trace_names.short_name(found.gemm, 60)}{via}",
+                   "the bias seed copy of addmm (out = bias, then GEMM with beta=1): fused at the dispatcher, not in "
+                   "the kernel; torch versions differ (recent ones may hand the bias to the GEMM without this copy)",
+                   dict(variant="copy", pairs=len(found.copies), bytes=b, gemm=found.gemm, issued_by=chain),
+                   spans=in_window(t, found.copies))
+
+
+def _no_bias_copy(t: Tables):
+    """aten::addmm's GEMMs with no Memcpy DtoD before them: the other variant of the bias seed copy."""
+    gemms = t.addmm_gemms
+    if not gemms.count:
+        return None
+    names = gemms.names
+    return Finding("hidden_dtod_copy", f"no bias seed copy: aten::addmm launches {gemms.count:,} GEMM kernels "
+                   f"({', '.join(trace_names.short_name(n, 60) for n in names[:2])}) with no Memcpy DtoD before them: the GEMM "
+                   "reads the bias itself", "the posts' Part 1 (compiled, A100, an older torch) shows a Memcpy DtoD "
+                   "seeding the output before the GEMM; whether addmm copies depends on the torch version and on the "
+                   "bias (a bias vector can ride in the GEMM's epilogue)",
+                   dict(variant="no_copy", pairs=0, addmm_gemms=gemms.count, gemm=names[0]))

@@ -1,0 +1,175 @@
+"""Matrix multiplies and the dispatch chain: occupancy queries before launches, aten::matmul's
+path, addmm against mm + add, the GEMM kernels' names, the hotspot kernel, metadata-only ops."""
+
+from __future__ import annotations
+
+
+from common.report import names as trace_names
+from common.report.gpus import Gpu
+from common.report.rules import Finding
+from common.report.tables import Tables
+from common.report.units import fmt_us, rounded
+
+
+def occupancy_query(t: Tables):
+    """An occupancy query (cudaOccupancyMaxActiveBlocksPerMultiprocessor[WithFlags], ...MaxActiveClusters,
+    cuOccupancy..., hipOccupancy...) before a launch: a heavyweight, adaptively-launched kernel (GEMM,
+    conv); cuBLAS asks how many blocks fit on an SM to pick a variant. A launch with no preceding
+    query: an elementwise or reduction kernel with a fixed, light footprint. Below sm_90 (the posts'
+    A100) every cuBLAS GEMM launch follows a query; on sm_90+ (cuLaunchKernelEx) it is optional."""
+    occ = t.occupancy
+    if occ is None:
+        return None
+    gpu = t.gpu
+    ev = dict(gpu=gpu.describe(), compute_capability=gpu.sm, queries_expected=gpu.expects_gemm_occupancy_query,
+              case=gpu.occupancy_case(), gemm_launches=occ.gemm_launches,
+              gemm_launches_queried=occ.gemm_launches_queried, launch_calls=list(occ.launch_calls))
+    if not occ.queried:
+        return _no_occupancy_query(gpu, ev)
+    queries = list(occ.queries)
+    nq, npl = occ.queried, occ.plain
+    tq, tp = occ.queried_ops, occ.plain_ops
+    qtxt = ", ".join(f"{op} ({v['launches']}x → {v['kernels'][0]})" for op, v in tq.items())
+    ptxt = ", ".join(f"{op} ({v['launches']}x)" for op, v in tp.items())
+    gtxt = f"; GEMM launches queried: {ev['gemm_launches_queried']} of {ev['gemm_launches']}" if ev["gemm_launches"] else ""
+    short = gpu.expects_gemm_occupancy_query and ev["gemm_launches_queried"] < ev["gemm_launches"]
+    return Finding("occupancy_query", f"occupancy-queried launches: {nq:,} of {nq + npl:,} kernel launches follow "
+                   f"an occupancy query ({', '.join(queries)}): {qtxt}" + (f"; plain launches: {ptxt}" if ptxt else "")
+                   + f"{gtxt} ({gpu.occupancy_case()})",
+                   "queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
+                   "elementwise/reduction kernels",
+                   dict(ev, queried=nq, plain=npl, queried_ops=tq, plain_ops=tp, queries=queries),
+                   level="note" if short else "info")
+
+
+def _no_occupancy_query(gpu: Gpu, ev: dict):
+    """No launch follows an occupancy query: say whether that is expected on this GPU."""
+    expected = gpu.expects_gemm_occupancy_query
+    if not ev["gemm_launches"] or expected is None or gpu.vendor != "nvidia":
+        return None
+    launched = f" (launched with {', '.join(ev['launch_calls'])})" if ev["launch_calls"] else ""
+    if expected:
+        return Finding("occupancy_query", f"no occupancy query before any of the {ev['gemm_launches']:,} GEMM "
+                       f"launches{launched} on {gpu.describe()}: the posts' A100 shows "
+                       "cudaOccupancyMaxActiveBlocksPerMultiprocessor before every cuBLAS GEMM",
+                       "a library that caches its launch configuration, or a profiler that does not record the query",
+                       dict(ev, queried=0), level="note")
+    return Finding("occupancy_query", f"no occupancy query before the {ev['gemm_launches']:,} GEMM launches"
+                   f"{launched}: expected on {gpu.describe()}, sm_90 or newer, where cuBLAS need not query before "
+                   "a launch (the posts' A100 queries before every GEMM)",
+                   "on Hopper and newer tell GEMMs from light kernels by name (nvjet_/cutlass3x_) or by the op "
+                   "that launched them, not by a preceding query",
+                   dict(ev, queried=0))
+
+
+def hotspot_kernel(t: Tables):
+    """One event dominates CUDA total: that's your hotspot. Start the optimization there."""
+    if not t.kernels:
+        return None
+    k = t.kernels[0]
+    if k.share_pct < 25:
+        return None
+    return Finding("hotspot_kernel", f"hotspot kernel: {trace_names.short_name(k.name, 70)} takes {k.share_pct:.1f}% "
+                   f"of kernel time ({fmt_us(k.total_us)} in {k.calls:,} calls, median {fmt_us(k.median_us)})",
+                   "start optimising there; find the op that launches it in the trace (the flow arrow)",
+                   dict(kernel=k.name, share_pct=rounded(k.share_pct), total_us=rounded(k.total_us), calls=k.calls))
+
+
+VIEW_OPS = trace_names.VIEW_OPS
+
+
+def metadata_only_ops(t: Tables):
+    """aten::t, transpose, view, reshape, as_strided, _unsafe_view launch no kernel (0 CUDA time):
+    metadata-only ops, a new view of the same memory."""
+    rows = [o for o in t.ops if o.name in VIEW_OPS and o.calls_with_device_work == 0]
+    if not rows:
+        return None
+    rows.sort(key=lambda o: -o.calls)
+    txt = ", ".join(f"{o.name} ({o.calls:,}x, {fmt_us(o.cpu_total_us)} CPU)" for o in rows[:6])
+    tail = "launched no kernel (0 device time)" if t.has_gpu else "(views: no data moved; a CPU trace has no kernels)"
+    return Finding("metadata_only_ops", f"metadata-only ops: {txt} {tail}",
+                   "views cost only dispatch time; they matter only when called very often",
+                   dict(ops={o.name: dict(calls=o.calls, cpu_total_us=rounded(o.cpu_total_us)) for o in rows}))
+
+
+def matmul_dispatch(t: Tables):
+    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
+    extra CUDA runtime calls): a batched matmul on 3D+ tensors."""
+    kids = t.op_children["aten::matmul"]
+    mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
+    if not mm and not bmm:
+        return None
+    rt_per = {op: round(float(runtime) / max(calls, 1), 2)
+              for op, (runtime, calls) in t.matmul_runtime_calls.items() if kids.get(op)}
+    parts = []
+    if mm:
+        parts.append(f"aten::mm {mm}x (2D × 2D)")
+    if bmm:
+        parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
+    rtxt = ""
+    if rt_per:
+        rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
+    return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}",
+                   "bmm is the batched path (cuBLAS does more heuristic work per call); flatten leading dims to "
+                   "use one big mm when the weights are shared",
+                   dict(mm=mm, bmm=bmm, runtime_calls_per_call=rt_per))
+
+
+def addmm_vs_mm_add(t: Tables):
+    """aten::addmm(b, x, w) instead of a separate aten::add + aten::mm pair: operator fusion at
+    the dispatcher level; the GPU kernel is still the same GEMM, with the bias add folded into
+    the epilogue."""
+    ops = {o.name: o for o in t.ops}
+    addmm = ops["aten::addmm"].calls if "aten::addmm" in ops else 0
+    pairs = t.mm_add_pairs
+    if not addmm and not pairs:
+        return None
+    from_linear = t.op_children["aten::linear"].get("aten::addmm", 0)
+    # On the CPU, addmm seeds its output with the bias (an aten::copy_ inside it), then the GEMM
+    # accumulates onto it. A GPU does something else, and which thing depends on the bias's shape.
+    seed_copies = 0 if t.has_gpu else t.op_children["aten::addmm"].get("aten::copy_", 0)
+    parts = []
+    if addmm:
+        via = f" ({from_linear:,} from nn.Linear's aten::linear)" if from_linear else ""
+        parts.append(f"aten::addmm {addmm:,}x{via}: the matmul and the bias add in one op, no separate aten::add")
+    if seed_copies:
+        parts.append(f"on the CPU each addmm first copies the bias into its output (aten::copy_ inside aten::addmm, "
+                     f"{seed_copies:,}x) and the GEMM accumulates onto it")
+    if addmm and not t.has_gpu:
+        if from_linear == addmm:
+            parts.append("on a GPU, nn.Linear's bias rides in the GEMM's epilogue instead, with no copy (Part 2)")
+        else:  # the bias's shape decides, and a trace without record_shapes does not hold it
+            parts.append("on a GPU, a 1-D bias (nn.Linear) rides in the GEMM's epilogue with no copy (Part 2), while "
+                         "a full 2-D bias (Part 1's compiled matmul + add) may first be copied into the output "
+                         "(a Memcpy DtoD, P1.17; depends on the torch version)")
+    if pairs:
+        two = "two ops, two kernels" if t.has_gpu else "two ops (two kernels on a GPU)"
+        parts.append(f"aten::mm/matmul followed by aten::add {pairs:,}x: {two}")
+    hint = ("nn.Linear / torch.addmm / torch.compile fold the add into one aten::addmm" if pairs else
+            "the GEMM is the same work as mm's; compare kernel names between eager and compiled runs")
+    return Finding("addmm_vs_mm_add", "; ".join(parts), hint,
+                   dict(addmm=addmm, addmm_from_linear=from_linear, mm_add_pairs=pairs, bias_seed_copies=seed_copies))
+
+
+def gemm_kernels(t: Tables):
+    """A kernel named like ampere_bf16_s16816gemm_... or nvjet_sm90_tst_...: the actual cuBLAS GPU work
+    for a matmul; the name carries library, arch, dtype, tile, stages (and on Hopper the cluster shape
+    and epilogue flags) and layout (nn/tn/TNT); identical names mean identical GPU work (typically the
+    same in eager and compiled mode). A ``bias`` flag (nvjet_..._bias_...) shows the bias add riding in
+    the GEMM's epilogue: one kernel for nn.Linear's matmul + bias."""
+    rows = [(k, trace_names.decode_gemm(k.name)) for k in t.kernels if k.category == "gemm"]
+    rows = [(k, d) for k, d in rows if d]
+    if not rows:
+        return None
+    total = sum(k.total_us for k, _ in rows)
+    share = sum(k.share_pct for k, _ in rows)
+    txt = "; ".join(f"{trace_names.short_name(k.name, 60)} = {trace_names.describe_gemm(d)} ({k.calls}x, median {fmt_us(k.median_us)})"
+                    for k, d in rows[:3])
+    more = f" (+{len(rows) - 3} more)" if len(rows) > 3 else ""
+    bias = [k.name for k, d in rows if trace_names.has_bias_epilogue(d)]
+    epi = (f"; the bias rides in the GEMM's epilogue ('bias' flag in {trace_names.short_name(bias[0], 60)}"
+           f"{f' and {len(bias) - 1} more' if len(bias) > 1 else ''}): matmul + bias in one kernel") if bias else ""
+    return Finding("gemm_kernels", f"GEMM kernels ({share:.0f}% of kernel time, {fmt_us(total)}): {txt}{more}{epi}",
+                   "compare names between runs: the same name means the same GPU work",
+                   dict(kernels=[dict(name=k.name, calls=k.calls, total_us=rounded(k.total_us), **d) for k, d in rows[:20]],
+                        bias_epilogue=bias))

@@ -1,0 +1,205 @@
+"""Overhead-bound or compute-bound (on a GPU, and the CPU analogue), and the profiler table's rows:
+hotspot op, an op called very often, an op whose cost lives in its children."""
+
+from __future__ import annotations
+
+from common.report import names as trace_names
+from common.report.model import STEP_RE
+from common.report.rules import Finding, in_window
+from common.report.rules.judge import implausibly_slow, matmul_gflops, steady_work
+from common.report.tables import Tables
+from common.report.units import fmt_us, rounded
+
+
+def _every_step(t: Tables) -> tuple:
+    """The place of a whole-run finding: every step."""
+    return in_window(t, [(s.start, s.dur) for s in t.model.steps])
+
+
+def _ops(t: Tables) -> list:
+    """The op rows (by CPU total), without ProfilerStep#N (an op, not an annotation, in old traces)."""
+    return [o for o in t.ops if o.kind == "op" and not STEP_RE.match(o.name)]
+
+
+CPU_OVERHEAD_BELOW_PCT = 75.0  # compute ops' share of the step below this: overhead-bound on the CPU
+
+
+CPU_COMPUTE_FROM_PCT = 90.0  # ...at or above this: compute-bound
+
+
+def _rate_text(t: Tables) -> str:
+    rate = matmul_gflops(t)
+    return f"; the matmul arithmetic ran at {rate:,.1f} GFLOP/s" if rate is not None else ""
+
+
+def _cpu_regime(t: Tables) -> str | None:
+    """"overhead" | "compute" | None (between, noisy or no steps) for a CPU-only trace."""
+    work = steady_work(t)
+    if work is None or not work.compute_ops or implausibly_slow(t):
+        return None
+    shares = [s.compute_pct for s in work.steps]
+    if min(shares) < CPU_OVERHEAD_BELOW_PCT <= CPU_COMPUTE_FROM_PCT <= max(shares):
+        return None  # the steps disagree: too noisy to call
+    median = work.median_compute_pct
+    if median < CPU_OVERHEAD_BELOW_PCT:
+        return "overhead"
+    return "compute" if median >= CPU_COMPUTE_FROM_PCT else None
+
+
+def _cpu_work_evidence(t: Tables) -> dict:
+    w = steady_work(t)
+    return dict(median_step_us=rounded(w.median_wall_us), median_compute_us=rounded(w.median_compute_us),
+                compute_pct=rounded(w.median_compute_pct), compute_per_call_us=rounded(w.per_call_us),
+                compute_calls_per_step=rounded(w.median_calls),
+                compute_ops={o.name: dict(calls=o.calls, per_call_us=rounded(o.per_call_us)) for o in w.compute_ops[:8]},
+                dispatch_per_step_us={o.name: rounded(o.self_us / len(t.cpu_work.steps)) for o in w.dispatch[:8]},
+                matmul_gflops=rounded(matmul_gflops(t), 2),
+                per_step_compute_pct=[rounded(s.compute_pct) for s in w.steps])
+
+
+def _ops_per_call(ops, n: int = 3) -> str:
+    """``aten::mm 30 µs/call, aten::add 4.0 µs/call``."""
+    return ", ".join(f"{o.name} {fmt_us(o.per_call_us)}/call" for o in ops[:n]) + (
+        f" and {len(ops) - n} more" if len(ops) > n else "")
+
+
+def _dispatch_text(t: Tables, n: int = 3) -> str:
+    """The biggest holders of the dispatch time, per step: ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
+    w = t.cpu_work  # totals over every step
+    return ", ".join(f"{o.name} {fmt_us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
+
+
+def _cpu_overhead_bound(t: Tables):
+    if _cpu_regime(t) != "overhead":
+        return None
+    w = steady_work(t)
+    pct = w.median_compute_pct
+    return Finding("overhead_bound", f"overhead-bound (the CPU analogue of Part 1's size 64): of a step's "
+                   f"{fmt_us(w.median_wall_us)} (median), the compute ops' own work is {fmt_us(w.median_compute_us)} "
+                   f"({pct:.0f}%: {_ops_per_call(w.compute_ops)}{_rate_text(t)}); the other {100 - pct:.0f}% is "
+                   f"dispatch around them (per step: {_dispatch_text(t)})",
+                   "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
+                   "tensors) or make fewer calls (torch.compile fuses ops); on a GPU this is the run where the GPU idles",
+                   _cpu_work_evidence(t), level="warn", spans=_every_step(t))
+
+
+def _cpu_compute_bound(t: Tables):
+    if _cpu_regime(t) != "compute":
+        return None
+    w = steady_work(t)
+    pct = w.median_compute_pct
+    return Finding("compute_bound", f"compute-bound (the CPU analogue of Part 1's size 4096): {pct:.0f}% of a step's "
+                   f"{fmt_us(w.median_wall_us)} (median) is the compute ops' own work ({_ops_per_call(w.compute_ops)}"
+                   f"{_rate_text(t)}); the dispatch around them is {100 - pct:.0f}%",
+                   "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
+                   "cutting dispatch overhead would not",
+                   _cpu_work_evidence(t), spans=_every_step(t))
+
+
+def overhead_bound(t: Tables):
+    """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. The CPU
+    spends more time dispatching than the GPU spends computing. On a CPU-only trace: the compute
+    ops' own work is a small share of each step, the dispatch around them the rest."""
+    if not t.has_gpu:
+        return _cpu_overhead_bound(t)
+    cpu = t.numbers.cpu.self_cpu_total_us
+    dev = t.numbers.device.self_device_total_us
+    busy = t.numbers.gpu.busy_pct_of_window
+    if cpu <= 0 or dev >= 0.5 * cpu or busy >= 50:
+        return None
+    return Finding("overhead_bound", f"overhead-bound: Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)} "
+                   f"(device = {100 * dev / cpu:.1f}% of CPU); the GPU is busy {busy:.1f}% of the profiled window",
+                   "make the work bigger (larger or batched tensors), fuse ops (torch.compile), or cut launches "
+                   "(CUDA graphs: torch.compile mode='reduce-overhead')",
+                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
+                   level="warn", spans=_every_step(t))
+
+
+def compute_bound(t: Tables):
+    """Self CPU time total ≈ Self CUDA time total, both in ms (GPU busy most of the window):
+    compute-bound. The GPU is the bottleneck, which is usually what you want. On a CPU-only trace:
+    nearly all of each step is the compute ops' own work."""
+    if not t.has_gpu:
+        return _cpu_compute_bound(t)
+    cpu = t.numbers.cpu.self_cpu_total_us
+    dev = t.numbers.device.self_device_total_us
+    busy = t.numbers.gpu.busy_pct_of_window
+    if busy < 70 and not (cpu > 0 and dev >= cpu and busy >= 50):
+        return None
+    top = t.kernels[0] if t.kernels else None
+    extra = f"; {trace_names.short_name(top.name, 60)} takes {top.share_pct:.0f}% of kernel time" if top else ""
+    return Finding("compute_bound", f"compute-bound: the GPU is busy {busy:.1f}% of the profiled window "
+                   f"(self device {fmt_us(dev)} vs Self CPU {fmt_us(cpu)}){extra}",
+                   "optimise the kernels themselves: lower precision (bf16/fp16, TF32), better shapes, fusion",
+                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
+                   spans=_every_step(t))
+
+
+def hotspot_op(t: Tables):
+    """One op dominates the device (or, on a CPU trace, the CPU) time: the op-level hotspot."""
+    ops = _ops(t)
+    if not ops:
+        return None
+    if t.has_gpu:
+        total = sum(o.self_device_us for o in ops)
+        top = max(ops, key=lambda o: o.self_device_us)
+        if total <= 0 or top.self_device_us < 0.25 * total:
+            return None
+        share = 100 * top.self_device_us / total
+        return Finding("hotspot_op", f"hotspot op: {top.name} launches {share:.1f}% of device time "
+                       f"({fmt_us(top.self_device_us)} in {top.calls:,} calls, {top.kernels:,} kernels)",
+                       "look at its shapes (record_shapes=True) and the kernels it picks",
+                       dict(op=top.name, share_pct=rounded(share), self_device_us=rounded(top.self_device_us),
+                            calls=top.calls))
+    total = sum(o.self_cpu_us for o in ops)
+    top = max(ops, key=lambda o: o.self_cpu_us)
+    if total <= 0 or top.self_cpu_us < 0.25 * total or top.self_cpu_us < 0.05 * t.window_us:
+        return None  # (a few µs of ops in a long window, e.g. a trace of annotations, is no hotspot)
+    share = 100 * top.self_cpu_us / total
+    per_call = top.self_cpu_us / max(top.calls, 1)
+    hint = {"overhead": "each call is short: bigger batches or fewer calls amortise the dispatch",
+            "compute": "its own work is the cost: less arithmetic or a faster kernel for this shape and dtype"}.get(
+        _cpu_regime(t), "look at its shapes (record_shapes=True) and how often it is called")
+    return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time "
+                   f"({fmt_us(top.self_cpu_us)} in {top.calls:,} calls, {fmt_us(per_call)} per call)",
+                   hint,
+                   dict(op=top.name, share_pct=rounded(share), self_cpu_us=rounded(top.self_cpu_us), calls=top.calls))
+
+
+def many_calls(t: Tables):
+    """One event has a huge # of Calls: a potential bottleneck even if each call is cheap. Check
+    whether it can be fused or batched."""
+    ops = _ops(t)
+    if not ops:
+        return None
+    top = max(ops, key=lambda o: o.calls)
+    nsteps = max(len(t.model.steps), 1)
+    per_step = top.calls / nsteps
+    if per_step < 100:
+        return None
+    return Finding("many_calls", f"{top.name} is called {top.calls:,} times ({per_step:,.0f} per step), "
+                   f"{fmt_us(top.cpu_total_us)} CPU in total, {fmt_us(top.cpu_total_us / top.calls)} per call",
+                   "a cheap op called this often adds up: fuse or batch it (foreach/fused optimizers, torch.compile)",
+                   dict(op=top.name, calls=top.calls, calls_per_step=rounded(per_step),
+                        cpu_total_us=rounded(top.cpu_total_us)))
+
+
+def children_heavy(t: Tables):
+    """CPU total ≫ Self CPU for a row: most of the cost lives in children. Drill into the nested
+    events, not the parent."""
+    ops = [o for o in _ops(t) if o.cpu_total_us > 0]
+    if not ops:
+        return None
+    top = ops[0]  # the ops are sorted by CPU total
+    if top.self_cpu_us >= 0.2 * top.cpu_total_us or top.cpu_total_us < 0.05 * max(t.window_us, 1e-9):
+        return None
+    kids = t.top_op_children
+    child = ""
+    ev = {}
+    if kids is not None and kids.op == top.name and kids.heaviest is not None:
+        child = f"; the heaviest child is {kids.heaviest} ({fmt_us(kids.heaviest_us)})"
+        ev = dict(heaviest_child=kids.heaviest, heaviest_child_us=rounded(kids.heaviest_us))
+    return Finding("children_heavy", f"{top.name}: CPU total {fmt_us(top.cpu_total_us)} but self only "
+                   f"{fmt_us(top.self_cpu_us)}: the cost lives in its children{child}",
+                   "drill into the nested events, not the parent",
+                   dict(op=top.name, cpu_total_us=rounded(top.cpu_total_us), self_cpu_us=rounded(top.self_cpu_us), **ev))

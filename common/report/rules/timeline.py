@@ -1,0 +1,184 @@
+"""Rules on the timeline: a cold first step, noisy steps, the annotation's cold-start gap, the
+profiler's buffer requests, a gap between kernels, a kernel timing differently across steps, the
+final synchronize."""
+
+from __future__ import annotations
+
+import statistics
+
+from common.report import names as trace_names
+from common.report.rules import Finding, in_window
+from common.report.rules.judge import cold_step, implausibly_slow, is_real_steps, matmul_gflops, warmed_up, warmup_hint
+from common.report.steadiness import Spread, first_vs_rest
+from common.report.tables import Tables
+from common.report.units import fmt_us, rounded
+
+
+def cold_first_step(t: Tables):
+    """First ProfilerStep much wider than the rest: cold-start overhead (workspace allocation,
+    cuBLAS heuristics, lazy module loading). Add warmup iterations and/or the schedule's warmup.
+    Never advised to a run that already warmed up, nor when the step is wider only within the
+    steps' own noise (noisy_steps says so instead)."""
+    cmp = cold_step(t)
+    if cmp is None:
+        return None
+    rest = cmp.rest
+    others = f"{t.step_label(1)}..{t.step_label(len(t.model.steps) - 1)}" if len(t.model.steps) > 2 else t.step_label(1)
+    return Finding("cold_first_step", f"cold first step: {t.step_label(0)} took {fmt_us(cmp.first)}, {cmp.ratio:.1f}x the "
+                   f"median {fmt_us(rest.median)} of {others} (they range {fmt_us(rest.low)} to {fmt_us(rest.high)})",
+                   warmup_hint(t.knobs),
+                   dict(first_step=t.model.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
+                        others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
+                        warmed_up=warmed_up(t) if t.knobs else None), level="warn",
+                   spans=in_window(t, [(s.start, s.dur) for s in t.model.steps if s.name == t.model.steps[0].name]))
+
+
+def noisy_steps(t: Tables):
+    """Step times that differ more than 2x from step to step: too noisy to judge a cold start or a
+    slower step on this machine (a busy CPU, another process). Profile more active steps, on an idle
+    machine, and read the median, not the mean."""
+    if not is_real_steps(t):
+        return None
+    durs = [s.dur for s in t.model.steps]
+    cold = cold_step(t) is not None
+    judged = Spread(tuple(durs[1:] if cold else durs))
+    cmp = first_vs_rest(durs)
+    first_in_noise = cmp is not None and cmp.wider and not cmp.beyond_noise and not warmed_up(t)
+    busy = implausibly_slow(t)
+    if not judged.noisy and not first_in_noise and not busy:
+        return None
+    which = "the steps after the cold first one" if cold else "the steps"
+    parts = [f"{which} take {fmt_us(judged.low)} to {fmt_us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x apart, "
+             f"median {fmt_us(judged.median)}): too noisy to judge step-to-step differences"]
+    if busy:
+        parts = [f"the matmul arithmetic ran at {matmul_gflops(t) * 1e3:,.0f} MFLOP/s, far slower than any CPU "
+                 "multiplies matrices: the machine was busy (other programs, more threads than cores), so these "
+                 "timings cannot tell overhead-bound from compute-bound"] + (parts if judged.noisy else [])
+    if first_in_noise:
+        parts.append(f"{t.step_label(0)} is {cmp.ratio:.1f}x the others' median, but they vary as much: "
+                     "no telling a cold start from noise")
+    elif warmed_up(t):
+        parts.append("the run was warmed up (--warmup), so a wide step is noise (the machine, the profiler), "
+                     "not a cold start")
+    hint_steps = " (--schedule 1,1,10)" if t.knobs else ""
+    return Finding("noisy_steps", "; ".join(parts),
+                   f"profile more active steps{hint_steps} on an idle machine"
+                   + (" (or with OMP_NUM_THREADS=1 beside other work)" if busy else "") + " and compare medians, not means",
+                   dict(steps_us=[rounded(d) for d in durs], judged_from=1 if cold else 0, median_us=rounded(judged.median),
+                        max_over_min=rounded(judged.high / max(judged.low, 1e-9), 2)), level="note",
+                   spans=in_window(t, [(s.start, s.dur) for s in
+                                       sorted(t.model.steps[1 if cold else 0:], key=lambda s: -s.dur)[:1]]))
+
+
+def annotation_gap(t: Tables):
+    """Big gap between record_function("...") start and the first aten::* inside it: the same
+    cold-start tax, zoomed in. The annotation entered, but the dispatch hadn't happened yet.
+    Not reported for a run that warmed up, nor when the first gap is inside the others' noise."""
+    rows = [(i, r) for i, r in enumerate(t.step_rows) if r.annotation_gap_us is not None]
+    if len(rows) < 2 or rows[0][0] != 0 or warmed_up(t):
+        return None
+    cmp = first_vs_rest([r.annotation_gap_us for _, r in rows])
+    if cmp is None or not cmp.beyond_noise or cmp.ratio < 2:
+        return None
+    r0 = rows[0][1]
+    gaps = {t.model.steps[i].name: rounded(r.annotation_gap_us, 3) for i, r in rows}
+    start = t.first_annotation_start_us  # the gap, drawn: from the annotation's start to its first op
+    per = ", ".join(f"{t.step_label(i)} {fmt_us(r.annotation_gap_us)}" for i, r in rows[:6])
+    return Finding("annotation_gap", f"record_function gap: '{r0.annotation}' starts {fmt_us(cmp.first)} before its "
+                   f"first op ({r0.first_op}) in {t.step_label(0)}, vs {fmt_us(cmp.rest.median)} in the other steps "
+                   f"({per})",
+                   "the cold-start tax again: " + warmup_hint(t.knobs),
+                   dict(annotation=r0.annotation, first_op=r0.first_op,
+                        gaps_us=gaps), level="warn",
+                   spans=in_window(t, [(start, gaps[t.model.steps[0].name])] if start is not None else []))
+
+
+def long_final_sync(t: Tables):
+    """A long cudaDeviceSynchronize at the end of the active window: the profiler flushing; its
+    duration is mostly the GPU finishing pending work, not a real CPU cost. A sync covering tiny
+    GPU work is a classic overhead-bound symptom."""
+    sync = t.final_sync
+    if sync is None or sync.dur_us < 50:
+        return None
+    d, busy = sync.dur_us, sync.gpu_busy_us
+    if busy > 0.5 * d:
+        return None
+    total = t.numbers.gpu.busy_in_window_us or 0.0
+    return Finding("long_final_sync", f"long final {sync.name}: {fmt_us(d)} while the GPU is busy "
+                   f"{fmt_us(busy)} of it ({100 * (1 - busy / d):.0f}% idle); GPU work in the whole window is {fmt_us(total)}",
+                   "the profiler flushing at the end of the window, not a real cost; a sync this long over so little "
+                   "GPU work says the run is overhead-bound",
+                   dict(sync_us=rounded(d), gpu_busy_during_us=rounded(busy), gpu_busy_in_window_us=rounded(total),
+                        start_us=rounded(sync.start_us)),
+                   spans=in_window(t, [(rounded(sync.start_us), rounded(d))]))
+
+
+def activity_buffer_request(t: Tables):
+    """Activity Buffer Request on the GPU lane: the profiler allocating/refilling its own event
+    buffer. The first one usually accounts for the initial CPU↔GPU lane offset."""
+    reqs = t.buffer_requests.requests
+    if not reqs:
+        return None
+    first, total = reqs[0], t.buffer_requests.total_us
+    where = sorted({t.step_label(r.step) for r in reqs if r.step >= 0})
+    return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
+                   f"{fmt_us(total)} in total; the first at +{fmt_us(first.start_us)} ({fmt_us(first.dur_us)})"
+                   + (f", in steps {', '.join(where)}" if where else ""),
+                   "the profiler's own buffer management, not your code: profile a warmed-up loop, or more "
+                   "steps to see it only once",
+                   dict(count=len(reqs), total_us=rounded(total), first_at_us=rounded(first.start_us), steps=where),
+                   spans=in_window(t, sorted((r.start_us, r.dur_us) for r in reqs)))
+
+
+def kernel_gap(t: Tables):
+    """A gap between two kernels in a single step: likely another buffer request mid-execution.
+    Confirm by running more iterations: if it appears only once, it's the profiler, not your code."""
+    if not t.has_gpu or not is_real_steps(t):
+        return None
+    best = t.kernel_gaps
+    if len([b for b in best if b is not None]) < 2:
+        return None
+    i = max((i for i, b in enumerate(best) if b is not None), key=lambda i: best[i].gap_us)
+    gap = best[i]
+    g = gap.gap_us
+    med = statistics.median(b.gap_us for j, b in enumerate(best) if b is not None and j != i)
+    if g < 20 or g < 3 * max(med, 1.0):
+        return None
+    overlap = list(gap.overlapping)
+    over = f"; overlapping {overlap[0]}" if overlap else ""
+    return Finding("kernel_gap", f"GPU gap: {fmt_us(g)} idle between two kernels inside {t.step_label(i)} "
+                   f"(at +{fmt_us(gap.start_us)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}",
+                   "run more active steps: if it appears once it is the profiler (buffer request), not your code",
+                   dict(step=t.model.steps[i].name, gap_us=rounded(g), at_us=rounded(gap.start_us),
+                        median_other_steps_us=rounded(med), overlapping=overlap),
+                   spans=in_window(t, [(rounded(gap.start_us), rounded(g))]))
+
+
+def kernel_time_spread(t: Tables):
+    """The same kernel timing differently across steps: GPU clocks, thermals, power management,
+    driver housekeeping. Read the trace, not just the mean (the mean misleads; the median holds)."""
+    if not t.has_gpu or not is_real_steps(t):
+        return None
+    hits = []
+    for k in t.kernels[:10]:
+        if k.share_pct < 1 or k.detail is None:
+            continue
+        calls = [c for c in k.detail.per_step_calls if c]
+        if len(calls) < 2 or len(set(calls)) != 1:
+            continue
+        per = [us for us, c in zip(k.detail.per_step_us, k.detail.per_step_calls) if c]
+        lo, hi = min(per), max(per)
+        if lo <= 0 or hi / lo < 1.5:
+            continue
+        hits.append((k, per, hi / lo))
+    if not hits:
+        return None
+    k, per, ratio = max(hits, key=lambda h: h[0].total_us)
+    steps = [t.step_label(i) for i, c in enumerate(k.detail.per_step_calls) if c]
+    per_txt = ", ".join(f"{s} {fmt_us(us)}" for s, us in list(zip(steps, per))[:8])
+    return Finding("kernel_time_spread", f"{trace_names.short_name(k.name, 60)} times differently across steps: {per_txt} "
+                   f"(max/min {ratio:.1f}x); mean {fmt_us(k.mean_us)} vs median {fmt_us(k.median_us)} per call",
+                   "clocks, thermals and driver housekeeping move single runs: read the trace and the median, "
+                   "not the mean; warm up and profile more steps",
+                   dict(kernel=k.name, per_step_us=[rounded(us) for us in per], max_over_min=rounded(ratio, 2),
+                        mean_us=rounded(k.mean_us), median_us=rounded(k.median_us), others=len(hits) - 1))
