@@ -43,8 +43,8 @@ class NaiveCausalAttention(nn.Module):
 # Guess first, then look: what the post expects one forward to run (the report lines it up with what ran).
 GUESS = guess("attn_fwd", "Part 3: 'a matmul kernel, a mul kernel, an operation for the masking, a softmax "
               "kernel, a matmul kernel'",
-              ("matmul q·kᵀ", MATMUL), ("mul (the scale)", "aten::mul"), ("the causal mask", MASKED_FILL),
-              ("softmax", SOFTMAX), ("matmul attn·v", MATMUL))
+              ("matmul q @ k.T", MATMUL), ("mul (the scale)", "aten::mul"), ("the causal mask", MASKED_FILL),
+              ("softmax", SOFTMAX), ("matmul attn @ v", MATMUL))
 
 
 @lesson_main

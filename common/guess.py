@@ -27,7 +27,8 @@ FUSED_ATTENTION = ("aten::_flash_attention_forward", "aten::_efficient_attention
 
 @dataclass(frozen=True)
 class Expected:
-    """One piece of work the post expects: in words, and the ops that would do it."""
+    """One piece of work the post expects: in words (ASCII: the profiler's metadata writer mangles a
+    backslash escape), and the ops that would do it."""
 
     what: str
     ops: tuple[str, ...]
@@ -56,6 +57,6 @@ class Guess:
 
 
 def guess(annotation: str, source: str, *items: tuple[str, str | tuple[str, ...]]) -> Guess:
-    """``guess("attn_fwd", "Part 3", ("matmul q·kᵀ", MATMUL), ("mul", "aten::mul"))``."""
+    """``guess("attn_fwd", "Part 3", ("matmul q @ k.T", MATMUL), ("mul", "aten::mul"))``."""
     return Guess(annotation, source, tuple(Expected(what, (ops,) if isinstance(ops, str) else tuple(ops))
                                            for what, ops in items))

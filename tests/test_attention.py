@@ -6,10 +6,11 @@ The shapes are small (2 sequences, 4 heads, 256 tokens): the ops per forward do 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from conftest import CPU_DTYPE, Trace, run_script
+from conftest import CPU_DTYPE, Trace, command_env, report_json, run_module, run_script, trace_of
 
 SMALL = ["--batch", "2", "--heads", "4", "--seq", "256", "--head_dim", "64"]
 STEM = f"2x4x256x64_{CPU_DTYPE}_warm_eager"
@@ -151,3 +152,98 @@ def test_flash_is_one_fused_op(attention_runs, key):
         assert len(t.inside(fwd, "aten::_scaled_dot_product_flash_attention_for_cpu")) == 1
         assert not t.inside(fwd, "aten::bmm") and not t.inside(fwd, "aten::softmax")
         assert len(t.inside(fwd, "aten::transpose")) >= 4
+
+
+# ----------------------------------------------------------------------------- what the report reads in them
+
+
+def report_of(run) -> dict:
+    return report_json(str(trace_of(ok(run))))
+
+
+def rules(report: dict) -> dict:
+    return {f["rule"]: f for f in report["findings"]}
+
+
+def rows(report: dict, status: str) -> list[dict]:
+    return [r for r in report["guess"]["rows"] if r["status"] == status]
+
+
+def test_naive_guess_lines_up_with_one_unguessed_copy(attention_runs):
+    """P3.17 on P3.1/P3.2: the post's five guessed pieces all ran, and the one nobody guessed is the
+    out-of-place masked_fill's copy; the lesson's own console prints the table, mismatch first."""
+    run = attention_runs["naive"]
+    report = report_of(run)
+    guess = report["guess"]
+    assert guess["annotation"] == "attn_fwd" and guess["calls"] == 3 and not guess["on_device"]
+    (extra,) = rows(report, "not guessed")
+    assert extra["seen"]["op"] == "aten::copy_" and extra["seen"]["via"][-2:] == ["aten::masked_fill", "aten::clone"]
+    assert [r["seen"]["op"] for r in rows(report, "as guessed")] == [
+        "aten::bmm", "aten::mul", "aten::masked_fill_", "aten::_softmax", "aten::bmm"]
+    assert guess["rows"][0]["status"] == "not guessed"  # mismatches first
+    found = rules(report)
+    assert found["guess_vs_seen"]["level"] == "warn" and "aten::copy_" in found["guess_vs_seen"]["message"]
+    copy = found["out_of_place_copy"]
+    assert copy["evidence"]["clones"] == copy["evidence"]["calls"] == 3
+    assert "04_b_inplace_ops_attention.py" in copy["hint"]
+    out = run.stdout.replace("\n", " ")
+    assert "guess first, then look" in out and "not guessed" in out
+
+
+def test_inplace_runs_as_guessed(attention_runs):
+    """P3.3: with masked_fill_ the copy is gone: every piece as guessed, no out-of-place finding."""
+    report = report_of(attention_runs["inplace"])
+    assert not rows(report, "not guessed") and not rows(report, "missing")
+    assert len(rows(report, "as guessed")) == 5
+    found = rules(report)
+    assert "out_of_place_copy" not in found and found["guess_vs_seen"]["level"] == "info"
+
+
+def test_math_findings(attention_runs):
+    """P3.5-P3.8 as findings: the fused kernel guessed and not run, many compute ops nobody guessed,
+    the mask rebuilt and the guarded softmax; the upcast said as the run's dtype allows (P3.6)."""
+    report = report_of(attention_runs["math"])
+    (missing,) = rows(report, "missing")
+    assert missing["expected"] == "one fused attention kernel"
+    assert len(rows(report, "not guessed")) >= 10
+    found = rules(report)
+    assert found["causal_mask_rebuilt"]["evidence"]["ops"]["aten::tril"] == 3
+    assert set(found["safe_softmax"]["evidence"]["guards"]) == {"aten::isneginf", "aten::all", "aten::where"}
+    upcast = found["fp32_upcast"]
+    if CPU_DTYPE == "fp32":  # nothing to cast: said so, with how to see it
+        assert upcast["level"] == "note" and upcast["evidence"]["casts"] == 0 and "--dtype bf16" in upcast["hint"]
+    else:
+        assert upcast["level"] == "warn" and upcast["evidence"]["casts"] >= 9
+    bf16 = rules(report_of(attention_runs["math_bf16"]))["fp32_upcast"]
+    assert bf16["level"] == "warn" and bf16["evidence"]["casts"] == 5 * 3  # q, k, v up; two results down
+
+
+@pytest.mark.parametrize("key", ["flash", "auto"])
+def test_flash_runs_as_guessed(attention_runs, key):
+    """P3.10/P3.12 on the CPU: one fused op per call (the guess holds), after transposes; no math findings."""
+    report = report_of(attention_runs[key])
+    assert [r["status"] for r in report["guess"]["rows"]] == ["as guessed"]
+    found = rules(report)
+    fused = found["fused_attention"]["evidence"]
+    assert fused["ops"] == {"aten::_scaled_dot_product_flash_attention_for_cpu": 3} and fused["transposes"] >= 12
+    assert not {"fp32_upcast", "causal_mask_rebuilt", "safe_softmax", "out_of_place_copy"} & set(found)
+
+
+def test_glance_sets_the_variants_side_by_side(attention_runs):
+    """--glance over every run's folder: one row per trace; the ops and compute ops per call order the
+    variants as Part 3 does (naive > in-place; math most; flash one fused op); and the text form."""
+    base = trace_of(ok(attention_runs["naive"])).parent.parent
+    glance = report_json("--glance", str(base))
+    by = {Path(r["trace"]).parent.name: r for r in glance}
+    assert set(by) == set(PLAN)
+    work = {k: by[k]["work_per_call"] for k in by}
+    assert (work["naive"], work["inplace"], work["flash"], work["auto"]) == (6, 5, 1, 1)
+    assert work["math"] >= 10
+    ops = {k: by[k]["ops_per_call"] for k in by}
+    assert ops["math"] > ops["naive"] > ops["inplace"] > ops["flash"]
+    assert all(r["per"] in ("attn_fwd", "sdpa_fwd") and r["calls"] == 3 for r in glance)
+    assert by["naive"]["lesson"].startswith("out_of_place_copy:")
+    text = run_module("common.report", "--glance", str(base / "naive"), str(base / "flash"), env=command_env(COLUMNS="80"))
+    assert text.returncode == 0, text.stderr
+    assert "04_a_naive_attention" in text.stdout and "04_c_sdpa_attention" in text.stdout
+    assert max(map(len, text.stdout.splitlines())) <= 80

@@ -78,6 +78,9 @@ def build_parser() -> CommandParser:
                    help="also write a copy of the TRACE (.json or .json.gz by OUT's name) with the findings on a "
                         "'Findings' track, for Perfetto")
     p.add_argument("--short", action="store_true", help="the compact form: header, headline numbers, findings")
+    p.add_argument("--glance", action="store_true",
+                   help="one line per trace (TRACEs, and every trace under a folder): variant, ops and work per "
+                        "call, time per call, its lesson")
     p.add_argument("--top", type=_top, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
     p.add_argument("--max-size", "--max_size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                    help=f"read at most SIZE bytes of JSON per trace (default: {DEFAULT_MAX_BYTES >> 30}G)")
@@ -97,6 +100,8 @@ def parse_args(argv) -> argparse.Namespace:
         p.error(f"standard input ({STDIN}) can be read once: name it once")
     if args.html is not None and len(args.traces) > 1:
         p.error("--html writes one page: give one TRACE (or --compare A B)")
+    if args.glance and (args.compare or args.html is not None or args.annotate is not None or args.short):
+        p.error("--glance puts traces side by side in one table: not with --compare, --html, --annotate or --short")
     if args.annotate is not None and (args.compare or len(args.traces) != 1 or args.traces == [STDIN]):
         p.error("--annotate draws on one trace file: give exactly one TRACE")
     return args
@@ -104,7 +109,8 @@ def parse_args(argv) -> argparse.Namespace:
 
 def ignored_flags(args: argparse.Namespace) -> list[str]:
     """A line for each flag the chosen mode does not use."""
-    mode = "--compare" if args.compare else "--json" if args.json else "--short" if args.short else None
+    mode = ("--compare" if args.compare else "--glance" if args.glance else "--json" if args.json else
+            "--short" if args.short else None)
     out = []
     if args.short and mode in ("--compare", "--json"):
         out.append(f"--short has no effect with {mode}" + (" (the JSON holds everything)" if mode == "--json" else ""))
@@ -213,6 +219,8 @@ def run(argv=None, from_shell: bool = False) -> int:
     check_pictures(args)
     if args.compare:
         return _compare(args)
+    if args.glance:
+        return _glance(args)
     from common.report.job_files import job_inputs
 
     job = job_inputs(args.traces)
@@ -244,6 +252,27 @@ def run(argv=None, from_shell: bool = False) -> int:
             render_short(tables, f, console)
         else:
             render(tables, f, console, top=args.top or DEFAULT_TOP)
+    return 0
+
+
+def _glance(args: argparse.Namespace) -> int:
+    """One row per trace (:mod:`common.report.glance`)."""
+    from common.report import analyze
+    from common.report.glance import expand, glance_row, render_glance
+
+    paths = expand(args.traces)
+    if not paths:
+        fail(f"{shorten(' '.join(args.traces))}: no .json or .json.gz trace there")
+    rows = []
+    for path in paths:
+        tables, findings = analyze(str(path), parallel=True, max_bytes=args.max_size)
+        rows.append(glance_row(tables, findings, display_path(path)))
+    if args.json:
+        write_json([r.to_json() for r in rows], args.output)
+        return 0
+    from rich.console import Console
+
+    render_glance(rows, Console())
     return 0
 
 

@@ -82,10 +82,20 @@ class CpuWork:
         return sum(s.compute_us for s in self.steps) / calls if calls else 0.0
 
 
-def _is_compute_name(name: str) -> bool:
+def is_compute_name(name: str) -> bool:
     if name.startswith("aten::"):
         return name not in trace_names.METADATA_OPS
     return trace_names.decode_fused(name) is not None
+
+
+def compute_ops(*, is_op: np.ndarray, name: np.ndarray, names, dur: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per CPU event: does it do arithmetic (an op with a compute name that is not a dispatcher, the
+    module's definition)?"""
+    compute_name = np.fromiter((is_compute_name(n) for n in names), dtype=bool, count=len(names))
+    op_child = is_op & (parent >= 0)
+    child_dur = np.bincount(parent[op_child], weights=dur[op_child], minlength=dur.size)
+    dispatcher = child_dur >= DISPATCHER_SHARE * np.maximum(dur, 1e-9)
+    return is_op & compute_name[name] & ~dispatcher
 
 
 def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
@@ -104,11 +114,7 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     own_thread = np.array([t if t is not None else -1 for t in step_threads] + [-1], dtype=np.int64)
     on_step_thread = own_thread[step] == thread  # (step -1 reads the last entry: no thread)
     step = np.where(on_step_thread, step, -1)
-    compute_name = np.fromiter((_is_compute_name(n) for n in names), dtype=bool, count=len(names))
-    op_child = is_op & (parent >= 0)
-    child_dur = np.bincount(parent[op_child], weights=dur[op_child], minlength=dur.size)
-    dispatcher = child_dur >= DISPATCHER_SHARE * np.maximum(dur, 1e-9)
-    compute = is_op & compute_name[name] & ~dispatcher & (step >= 0)
+    compute = compute_ops(is_op=is_op, name=name, names=names, dur=dur, parent=parent) & (step >= 0)
     sel = np.flatnonzero(compute)
     per_step_us = np.minimum(np.bincount(step[sel], weights=self_us[sel], minlength=nsteps), step_walls)
     per_step_calls = np.bincount(step[sel], minlength=nsteps)

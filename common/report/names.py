@@ -452,7 +452,8 @@ def short_name(name: str, width: int = 80) -> str:
 # data moved (on a GPU: no kernel, 0 CUDA time).
 VIEW_OPS = ("aten::t", "aten::transpose", "aten::view", "aten::reshape", "aten::as_strided", "aten::_unsafe_view",
             "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select",
-            "aten::alias", "aten::detach", "aten::numpy_T", "aten::view_as", "aten::unflatten", "aten::flatten")
+            "aten::alias", "aten::detach", "aten::numpy_T", "aten::view_as", "aten::unflatten", "aten::flatten",
+            "aten::_reshape_alias")
 METADATA_OPS = frozenset(VIEW_OPS + (
     "aten::resolve_conj", "aten::resolve_neg", "aten::empty", "aten::empty_like", "aten::empty_strided",
     "aten::lift_fresh", "aten::result_type", "aten::_has_compatible_shallow_copy_type", "aten::is_same_size",

@@ -52,7 +52,7 @@ def _is_phase_name(name: str) -> bool:
     return not STEP_RE.match(name) and not COMPILE_FRAME.search(name)
 
 
-def _subtree_ends(m: Model, idx: np.ndarray) -> np.ndarray:
+def subtree_ends(m: Model, idx: np.ndarray) -> np.ndarray:
     """For each CPU event in ``idx``: one past its last descendant (events are sorted by thread, then
     time, so the descendants follow it: every later event of its thread that starts before it ends)."""
     cpu = m.cpu
@@ -83,7 +83,7 @@ def phase_table(m: Model, gpu_busy: Intervals) -> list[Phase]:
     idx = np.flatnonzero(sel)
     if not idx.size:
         return []
-    hi = _subtree_ends(m, idx)
+    hi = subtree_ends(m, idx)
     n = cpu.n
     ops = _prefix(cpu.kind == OP)
     launched = dev.launch >= 0

@@ -48,6 +48,9 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
   ``graph_launches_per_call`` (``cudaGraphLaunch``), ``device_us`` and ``device_us_per_call`` (the
   device time of that work), ``gpu_busy_pct`` (GPU busy while the calls ran, % of their wall time);
   the device keys are null on a CPU-only trace
+- ``guess``: null, or the lesson's guess against its annotation's typical call: ``{annotation, source,
+  calls, alike, on_device, rows: [{status: missing|not guessed|as guessed, expected, seen: {op, kernel,
+  via}}]}``, mismatches first
 - ``findings``: ``[{rule, level, message, hint, evidence}]``
 - ``notes``: list of strings
 """
@@ -61,6 +64,7 @@ from common.commands import display_path, uv_run
 from common.report import names as trace_names
 from common.report.model import BREAKDOWN_KEYS
 from common.report.tables import Tables
+from common.report.render_guess import guess_table
 from common.report.rules import Finding
 from common.report.units import fmt_us, json_ready
 
@@ -115,6 +119,7 @@ def to_json(t: Tables, findings: list[Finding]) -> dict:
         kernels=[k.to_json() for k in t.kernels],
         ops=[asdict(o) for o in t.ops],
         phases=[p.to_json() for p in t.phases],
+        guess=t.guess.to_json() if t.guess is not None else None,
         findings=[f.to_json() for f in findings],
         notes=list(t.model.notes),
     ))
@@ -370,6 +375,10 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
             table.add_row(*row + ([fmt_us(o.self_device_us)] if t.has_gpu else []))
         console.print(table)
 
+    guessed = guess_table(t)
+    if guessed is not None:
+        console.print(guessed)
+
     console.print(f"[bold]findings[/] ({len(findings)})")
     console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in t.model.notes]))
 
@@ -385,6 +394,9 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
         console.print(f"  step wall times: {steps}")
     if t.phases:
         console.print("  " + escape(phases_line(t)))
+    guessed = guess_table(t)
+    if guessed is not None:
+        console.print(guessed)
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those
     console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))

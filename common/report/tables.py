@@ -15,10 +15,13 @@ from typing import Optional
 
 import numpy as np
 
+from common.guess import Guess
 from common.knobs import RunKnobs
 from common.report import aggregates as agg
 from common.report import names as trace_names
+from common.report.calls import call_work
 from common.report.cpu_work import CpuWork, split_cpu_work
+from common.report.guessed import GuessCheck, check_guess
 from common.report.gpus import Gpu
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
@@ -27,6 +30,7 @@ from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KER
                                  STEP_RE, Model)
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
+from common.report.subtrees import attention_subtrees
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
@@ -66,6 +70,8 @@ class Tables:
     dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
     addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
     compile: Optional[agg.CompileFrames]  # torch.compile's frames
+    subtrees: dict  # {op: subtrees.Subtree}: what ran inside the ops Part 3 reads (masked_fill, SDPA)
+    guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -115,7 +121,14 @@ def build_tables(m: Model) -> Tables:
         kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
-        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops))
+        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
+        guess=_guess_check(m))
+
+
+def _guess_check(m: Model) -> Optional[GuessCheck]:
+    """The lesson's guess (its knobs) against what its annotation's typical call ran."""
+    guess = Guess.from_json(m.knobs.guess) if m.knobs is not None else None
+    return check_guess(guess, call_work(m, guess.annotation) if guess is not None else None)
 
 
 # ----------------------------------------------------------------------------- the GPU and CPU totals

@@ -9,7 +9,8 @@ judge them; they do not aggregate events (a number a rule needs is a table in
 The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
 the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
-CUDA graphs), :mod:`.phases` (per annotation); judgements several themes share are in :mod:`.judge`.
+CUDA graphs), :mod:`.phases` (per annotation), :mod:`.guess` (the lesson's guess against what ran),
+:mod:`.attention` (Part 3); judgements several themes share are in :mod:`.judge`.
 A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
 findings is decided.
 """
@@ -49,7 +50,7 @@ def in_window(t, spans) -> tuple:
 
 # The theme modules import Finding from here: defined above, before they are imported.
 from common.report.rules import compile as compiled  # noqa: E402
-from common.report.rules import copies, gemm, overhead, phases, timeline, trace  # noqa: E402
+from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -81,6 +82,12 @@ RULES: list = [
     phases.overhead_bound_phase,
     compiled.cuda_graphs,
     compiled.recompiled_before_window,
+    guess.guess_vs_seen,
+    attention.out_of_place_copy,
+    attention.fp32_upcast,
+    attention.causal_mask_rebuilt,
+    attention.safe_softmax,
+    attention.fused_attention,
 ]
 
 STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule that crashes raises (the tests set it)

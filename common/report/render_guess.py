@@ -1,0 +1,40 @@
+"""The guess-against-what-ran table ("guess first, then look", Part 3), for the terminal.
+
+It reads the :class:`~common.report.guessed.GuessCheck` the tables hold and prints one row per
+item, mismatches first; it computes nothing.
+"""
+
+from __future__ import annotations
+
+from common.report.guessed import AS_GUESSED, MISSING
+from common.report.tables import Tables
+
+MARKS = {MISSING: "[red]✗ missing[/]", AS_GUESSED: "[green]✓ as guessed[/]"}
+NOT_GUESSED_MARK = "[yellow]+ not guessed[/]"
+VIA_SHOWN = 1  # the innermost ops around an item the table names (the JSON has them all)
+
+
+def guess_table(t: Tables):
+    """A rich Table of the lesson's guess against the typical call, or None without a guess."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    check = t.guess
+    if check is None:
+        return None
+    work = check.work
+    unit = "device work" if work.on_device else "compute ops"
+    alike = "every call alike" if work.alike == work.calls else f"{work.alike} of {work.calls} calls alike"
+    table = Table(title=f"guess first, then look: one {escape(check.guess.annotation)} call "
+                        f"({len(work.typical)} {unit}, {alike})", title_justify="left")
+    for col in ("", "the post's guess", "what ran", "x", "under"):
+        table.add_column(col, overflow="fold", justify="right" if col == "x" else "left")
+    for row, count in check.grouped():
+        seen = row.seen
+        ran = "" if seen is None else (f"{seen.kernel} (by {seen.op or 'no op'})" if seen.kernel else seen.op)
+        via = () if seen is None else seen.via
+        under = " > ".join(via[-VIA_SHOWN:])
+        table.add_row(MARKS.get(row.status, NOT_GUESSED_MARK), escape(row.expected or ""), escape(ran[:90]),
+                      str(count), escape(under))
+    table.caption = escape(f"the guess: {check.guess.source}")
+    return table

@@ -1,0 +1,133 @@
+"""Attention (Part 3): the out-of-place masked_fill's copy, SDPA's math backend (fp32 upcast, a causal
+mask rebuilt on every call, the guarded softmax), and a fused backend's one op or kernel."""
+
+from __future__ import annotations
+
+from common.report import names as trace_names
+from common.report.rules import Finding
+from common.report.tables import Tables
+from common.report.units import fmt_us
+
+MATH = "aten::_scaled_dot_product_attention_math"
+SDPA = "aten::scaled_dot_product_attention"
+MASK_OPS = ("aten::ones", "aten::tril", "aten::scalar_tensor", "aten::where", "aten::add_")  # the math op's own children
+SAFE_SOFTMAX_GUARDS = ("aten::isneginf", "aten::all", "aten::where")
+FUSED_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention",
+             "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+             "aten::_flash_attention_forward", "aten::_efficient_attention_forward", "aten::_cudnn_attention_forward")
+
+
+def _per(count: float, calls: int) -> str:
+    each = count / calls if calls else 0.0
+    return f"{each:.3g} per call" if each != int(each) else f"{int(each)} per call"
+
+
+def _copy_kernels(kernels: dict) -> dict:
+    return {k: n for k, n in kernels.items() if k.startswith("Memcpy") or "copy" in k.lower()}
+
+
+def out_of_place_copy(t: Tables):
+    """P3.2/P3.3: ``scores.masked_fill(mask, -inf)`` returns a new tensor, so it first copies the whole
+    ``[batch, heads, seq, seq]`` scores (``aten::clone`` -> ``aten::copy_``; on a GPU the extra Memcpy
+    or copy kernel) and fills the copy. ``masked_fill_`` fills the scores in place: no copy, no
+    second scores tensor."""
+    s = t.subtrees.get("aten::masked_fill")
+    clones = s.ops.get("aten::clone", 0) if s is not None else 0
+    if not clones:
+        return None
+    copies = _copy_kernels(s.kernels) if t.has_gpu else {}
+    if t.has_gpu and copies:
+        spent = sum(s.kernels_us[k] for k in copies)
+        what = f"{sum(copies.values())} copy on the device ({', '.join(trace_names.short_name(k, 50) for k in copies)})"
+    else:
+        spent = s.ops_us.get("aten::clone", 0.0)
+        what = "aten::clone -> aten::copy_"
+    script = t.knobs.script if t.knobs is not None else ""
+    where = "uv run 04_b_inplace_ops_attention.py" if script.startswith("04_a") else "Tensor.masked_fill_"
+    share = f", {100 * spent / s.wall_us:.0f}% of masked_fill's time" if s.wall_us > 0 else ""
+    return Finding("out_of_place_copy", f"aten::masked_fill is out of place: it copies its input before filling "
+                   f"({what}, {_per(clones, s.calls)}, {fmt_us(spent)} in all{share})",
+                   f"fill in place ({where}): the copy and the second scores tensor go (Part 3)",
+                   dict(calls=s.calls, clones=clones, copy_us=spent, copy_kernels=copies), level="warn")
+
+
+def fp32_upcast(t: Tables):
+    """P3.6: SDPA's math backend computes in fp32: 16-bit q, k, v are cast up (``aten::_to_copy``)
+    and the output back down; on a GPU its GEMMs are fp32 ``sgemm`` kernels (CUDA cores), where the
+    hand-written attention's bf16 GEMM runs on tensor cores. An fp32 run has nothing to cast."""
+    s = t.subtrees.get(MATH)
+    if s is None:
+        return None
+    casts = s.paths.get("aten::to > aten::_to_copy", 0)  # its own casts (not a scalar's, inside aten::mul)
+    gemms = {k: n for k, n in s.kernels.items() if trace_names.kernel_category(k) == "gemm"}
+    fp32_gemms = [k for k in gemms if not trace_names.uses_tensor_cores(k)]
+    dtype = t.knobs.dtype if t.knobs is not None else ""
+    evidence = dict(calls=s.calls, casts=casts, gemm_kernels=gemms, fp32_gemm_kernels=fp32_gemms, dtype=dtype)
+    if not casts and not fp32_gemms:
+        if dtype == "fp32":
+            return Finding("fp32_upcast", "SDPA's math backend: this run is fp32, so there is nothing to upcast "
+                           "(with 16-bit inputs it casts q, k, v to fp32 and the output back)",
+                           "run with --dtype bf16 to see the casts (Part 3)", evidence, level="note")
+        return None
+    gpu = (f"; its GEMMs are fp32 kernels, not tensor-core ones: "
+           f"{', '.join(trace_names.short_name(k, 50) for k in fp32_gemms[:2])}") if fp32_gemms else ""
+    cast = (f"{casts} aten::to -> aten::_to_copy ({_per(casts, s.calls)}: q, k, v cast up to fp32, the results "
+            "cast back)") if casts else "no casts"
+    return Finding("fp32_upcast", f"SDPA's math backend computes in fp32: {cast}{gpu}",
+                   "a fused backend keeps the 16-bit inputs (--backend flash; on a GPU also efficient, cudnn)",
+                   evidence, level="warn")
+
+
+def causal_mask_rebuilt(t: Tables):
+    """P3.7: ``is_causal=True`` on the math backend builds the causal mask on every call
+    (``aten::ones`` -> ``aten::tril``, ``aten::scalar_tensor``, ``aten::where``; on a GPU a
+    ``triu_tril`` kernel, ``where`` kernels and an ``add_``), where the hand-written attention built
+    its mask once, outside the forward."""
+    s = t.subtrees.get(MATH)
+    if s is None or not s.paths.get("aten::tril"):
+        return None
+    built = {op: s.paths[op] for op in MASK_OPS if s.paths.get(op)}
+    return Finding("causal_mask_rebuilt", f"SDPA's math backend rebuilds the causal mask on every call: "
+                   + ", ".join(f"{op} {_per(n, s.calls).replace(' per call', '')}" for op, n in built.items())
+                   + " per call", "the hand-written attention builds its mask once; a fused backend never "
+                   "builds it (it skips the masked blocks)", dict(calls=s.calls, ops=built))
+
+
+def safe_softmax(t: Tables):
+    """P3.8: the math backend calls ``aten::_safe_softmax``: a softmax plus a guard (``isneginf``,
+    ``all``, ``where``) that turns a fully masked row into zeros, not NaN: more ops (and kernels)
+    than ``aten::softmax``."""
+    s = t.subtrees.get(MATH)
+    if s is None or not s.ops.get("aten::_safe_softmax"):
+        return None
+    guards = {op: s.paths[f"aten::_safe_softmax > {op}"] for op in SAFE_SOFTMAX_GUARDS
+              if s.paths.get(f"aten::_safe_softmax > {op}")}
+    return Finding("safe_softmax", f"SDPA's math backend calls aten::_safe_softmax "
+                   f"({_per(s.ops['aten::_safe_softmax'], s.calls)}): aten::_softmax plus a guard ("
+                   + ", ".join(guards) + ") so a fully masked row gives zeros, not NaN", "",
+                   dict(calls=s.calls, guards=guards))
+
+
+def fused_attention(t: Tables):
+    """P3.9/P3.10/P3.12/P3.13: a fused backend runs attention as one op (and on a GPU one kernel, its
+    name decoded: library, tile, dtype, architecture), after views that put q, k, v in the layout
+    the kernel reads (``aten::transpose``; cuDNN reads ``[B, H, S, D]`` as is). The scores never
+    exist as a tensor."""
+    s = t.subtrees.get(SDPA)
+    if s is None or s.ops.get(MATH):
+        return None
+    fused = {op: s.ops[op] for op in FUSED_OPS if s.ops.get(op)}
+    if not fused:
+        return None
+    op, n = next(iter(fused.items()))
+    kernels = {k: c for k, c in s.kernels.items() if trace_names.kernel_category(k) == "attention"}
+    decoded = [trace_names.describe_attention(d) for d in map(trace_names.decode_attention, kernels) if d]
+    launch = ", ".join(f"{name} x{c}" for name, c in s.launches.items()) if kernels else ""
+    transposes = s.ops.get("aten::transpose", 0)
+    msg = (f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), after {_per(transposes, s.calls).replace(' per call', '')}"
+           f" aten::transpose per call")
+    if kernels:
+        msg += (f"; {len(kernels)} attention kernel{'s' if len(kernels) > 1 else ''}: "
+                + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
+    return Finding("fused_attention", msg, "", dict(calls=s.calls, ops=fused, transposes=transposes,
+                                                   kernels=kernels, decoded=decoded, launches=s.launches))
