@@ -37,14 +37,14 @@ def out_of_place_copy(t: Tables):
         return None
     copies = _copy_kernels(s.kernels) if t.has_gpu else {}
     if t.has_gpu and copies:
-        spent = sum(s.kernels_us[k] for k in copies)
-        what = f"{sum(copies.values())} copy on the device ({', '.join(trace_names.short_name(k, 50) for k in copies)})"
+        spent, whole, of = sum(s.kernels_us[k] for k in copies), sum(s.kernels_us.values()), "device time"
+        what = ", ".join(trace_names.short_name(k, 50) for k in copies)
     else:
-        spent = s.ops_us.get("aten::clone", 0.0)
+        spent, whole, of = s.ops_us.get("aten::clone", 0.0), s.wall_us, "time"
         what = "aten::clone -> aten::copy_"
     script = t.knobs.script if t.knobs is not None else ""
     where = "uv run 04_b_inplace_ops_attention.py" if script.startswith("04_a") else "Tensor.masked_fill_"
-    share = f", {100 * spent / s.wall_us:.0f}% of masked_fill's time" if s.wall_us > 0 else ""
+    share = f", {100 * spent / whole:.0f}% of masked_fill's {of}" if whole > 0 else ""
     return Finding("out_of_place_copy", f"aten::masked_fill is out of place: it copies its input before filling "
                    f"({what}, {_per(clones, s.calls)}, {fmt_us(spent)} in all{share})",
                    f"fill in place ({where}): the copy and the second scores tensor go (Part 3)",
@@ -124,8 +124,9 @@ def fused_attention(t: Tables):
     decoded = [trace_names.describe_attention(d) for d in map(trace_names.decode_attention, kernels) if d]
     launch = ", ".join(f"{name} x{c}" for name, c in s.launches.items()) if kernels else ""
     transposes = s.ops.get("aten::transpose", 0)
-    msg = (f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), after {_per(transposes, s.calls).replace(' per call', '')}"
-           f" aten::transpose per call")
+    before = (f"after {_per(transposes, s.calls).replace(' per call', '')} aten::transpose per call" if transposes
+              else "with no transpose (it reads [batch, heads, seq, head_dim] as is)")
+    msg = f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), {before}"
     if kernels:
         msg += (f"; {len(kernels)} attention kernel{'s' if len(kernels) > 1 else ''}: "
                 + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
