@@ -109,7 +109,7 @@ def _shown(path) -> str:
 
 
 def print_short_job_report(paths, console=None) -> None:
-    """Print the compact report over every rank's trace of one job (05_ddp.py calls this on rank 0).
+    """Print the compact report over every rank's trace of one job (06_ddp.py calls this on rank 0).
     Like :func:`print_short_report`, any failure prints one line instead of raising."""
     from rich.console import Console
 

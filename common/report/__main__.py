@@ -27,7 +27,8 @@ examples:
   uv run -m common.report --compare traces/01_matmul_add/4096_bf16_warm_eager.json \\
                                     traces/01_matmul_add/4096_bf16_warm_compile.json
   uv run -m common.report trace.json --html report.html --annotate trace.annotated.json
-  uv run -m common.report traces/05_ddp                # a job: every rank's trace in the folder
+  uv run -m common.report traces/06_ddp                # a job: every rank's trace in the folder
+  uv run -m common.report --glance traces/04_a_naive_attention traces/04_c_sdpa_attention   # a line per trace
 
 --json writes the same content as JSON, with every kernel and op: to stdout, or with -o FILE to
 FILE (never one of the traces read: the same file under any name is refused). One trace gives one
@@ -164,7 +165,7 @@ def check_job_outputs(args: argparse.Namespace, job: list[Path]) -> None:
     for flag, dest in (("--html", args.html), ("--annotate", args.annotate)):
         if dest is not None:
             fail(f"{flag} draws one trace, and {shorten(' '.join(args.traces))} is a job of {len(job)} "
-                 "traces; name one rank's trace (the lessons write a page and a copy per rank: 05_ddp.py "
+                 "traces; name one rank's trace (the lessons write a page and a copy per rank: 06_ddp.py "
                  f"{flag})")
     check_output(args.output, job)
 

@@ -1,6 +1,6 @@
 """Ranks: the traces of one distributed job, read together.
 
-    uv run -m common.report traces/05_ddp/<tag>_rank*.json     # several ranks' traces
+    uv run -m common.report traces/06_ddp/<tag>_rank*.json     # several ranks' traces
     uv run -m common.report DIR                                # a folder that holds one job
 
 Per rank and profiled step (times in µs, over the ProfilerStep's span):
