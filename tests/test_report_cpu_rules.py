@@ -53,6 +53,7 @@ def test_cpu_overhead_bound_and_compute_bound(tmp_path):
     assert "overhead_bound" not in mid and "compute_bound" not in mid
     split = rules(matmul_add_trace(tmp_path, "split.json", step_us=[100] * 3, mm_us=[20, 95, 50]))
     assert "overhead_bound" not in split and "compute_bound" not in split
+    assert "disagree" in split["regime_cannot_tell"].message  # steps that disagree: said so, with the shares
 
 
 def test_a_busy_machine_is_called_too_noisy_not_compute_bound(tmp_path):
@@ -67,8 +68,32 @@ def test_a_busy_machine_is_called_too_noisy_not_compute_bound(tmp_path):
     assert "noisy_steps" not in idle
     ev = idle["overhead_bound"].evidence
     assert ev["median_compute_us"] == 28.9  # aten::mm's self (25 less its resolve_conj child) + aten::add
-    assert ev["matmul_gflops"] == round(flops / 28.9 / 1e3, 2)
+    assert ev["matmul_gflops"] == round(flops / 24.9 / 1e3, 2)  # the matmul's FLOPs over aten::mm's own time
     assert "GFLOP/s" in idle["overhead_bound"].message
+    assert "the machine was busy" in busy["regime_cannot_tell"].message  # said, not guessed
+    assert "regime_cannot_tell" not in idle
+
+
+def test_an_emulated_dtype_is_slow_not_noisy(tmp_path):
+    """A bf16 matmul on a CPU without bf16 instructions runs 50x slower than fp32 (the lesson measured
+    it at start, knobs cpu.slowdown): 0.1 GFLOP/s there is the dtype, not a busy machine."""
+    flops = 2 * 64 ** 3
+    path = matmul_add_trace(tmp_path, "emulated.json", step_us=[5_200] * 3, mm_us=[5_000] * 3, warmup=True, flops=flops)
+    doc = json.loads(path.read_text())
+    plain = rules(path)
+    assert "regime_cannot_tell" in plain and "compute_bound" not in plain
+    doc["lesson"]["cpu"] = {"threads": 1, "slowdown": 50.0, "slow_dtype": "bf16"}
+    path.write_text(json.dumps(doc))
+    emulated = rules(path)
+    assert "regime_cannot_tell" not in emulated and "compute_bound" in emulated
+
+
+def test_the_fastest_steps_carry_the_verdict(tmp_path):
+    """One stalled step (the machine busy for 10 ms inside aten::mm) does not turn an overhead-bound
+    run compute-bound: the verdict reads the fastest half of the steps."""
+    stalled = rules(matmul_add_trace(tmp_path, "stall.json", step_us=[60, 10_060, 60, 60, 60],
+                                     mm_us=[20, 10_020, 20, 20, 20]))
+    assert "overhead_bound" in stalled and "compute_bound" not in stalled
 
 
 def test_cold_first_step_needs_a_cold_run_and_a_margin_over_the_noise(tmp_path):

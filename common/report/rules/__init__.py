@@ -59,6 +59,7 @@ RULES: list = [
     trace.large_trace,
     overhead.overhead_bound,
     overhead.compute_bound,
+    overhead.regime_cannot_tell,
     gemm.hotspot_kernel,
     overhead.hotspot_op,
     overhead.many_calls,

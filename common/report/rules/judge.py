@@ -48,15 +48,33 @@ def steady_work(t: Tables):
     return dataclasses.replace(work, steps=work.steps[1:]) if cold_step(t) is not None else work
 
 
+MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # the ops whose own time is the matmul's
+
+
 def matmul_gflops(t: Tables) -> float | None:
-    """The rate of the workload's matmul arithmetic over the compute ops' median time per step, when the
-    lesson that wrote the trace said how much arithmetic a step holds."""
+    """The rate of the workload's matmul arithmetic: its FLOPs per step (the lesson's knobs say) over
+    the matmul ops' own time per step (their self time over the window's steps), when the trace
+    has those ops."""
     knobs, work = t.knobs, steady_work(t)
-    if knobs is None or not knobs.matmul_flops_per_step or work is None or work.median_compute_us <= 0:
+    if knobs is None or not knobs.matmul_flops_per_step or work is None:
         return None
-    return knobs.matmul_flops_per_step / work.median_compute_us / 1e3
+    own_us = sum(o.self_us for o in t.cpu_work.compute_ops if o.name in MATMUL_OPS)
+    if own_us <= 0:
+        return None
+    return knobs.matmul_flops_per_step * len(t.cpu_work.steps) / own_us / 1e3
+
+
+def plausible_floor(t: Tables) -> float:
+    """The slowest matmul rate a CPU of this century plausibly runs, in GFLOP/s: MIN_PLAUSIBLE_GFLOPS,
+    divided by the slowdown the lesson measured at its start when the run's dtype is emulated there
+    (a bf16 matmul on a CPU without bf16 instructions runs 20-100x slower, and that is no noise)."""
+    cpu = t.knobs.cpu if t.knobs is not None and isinstance(t.knobs.cpu, dict) else {}
+    slowdown = cpu.get("slowdown")
+    if isinstance(slowdown, (int, float)) and slowdown > 1 and cpu.get("slow_dtype") == t.knobs.dtype:
+        return MIN_PLAUSIBLE_GFLOPS / slowdown
+    return MIN_PLAUSIBLE_GFLOPS
 
 
 def implausibly_slow(t: Tables) -> bool:
     rate = matmul_gflops(t)
-    return rate is not None and rate < MIN_PLAUSIBLE_GFLOPS
+    return rate is not None and rate < plausible_floor(t)

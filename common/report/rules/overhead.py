@@ -3,10 +3,12 @@ hotspot op, an op called very often, an op whose cost lives in its children."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from common.report import names as trace_names
 from common.report.model import STEP_RE
 from common.report.rules import Finding, in_window
-from common.report.rules.judge import implausibly_slow, matmul_gflops, steady_work
+from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -32,18 +34,68 @@ def _rate_text(t: Tables) -> str:
     return f"; the matmul arithmetic ran at {rate:,.1f} GFLOP/s" if rate is not None else ""
 
 
+@dataclass(frozen=True)
+class Regime:
+    verdict: str | None  # "overhead" | "compute" | None (in between, or cannot tell)
+    cannot_tell: str = ""  # why the steps cannot carry a verdict ("" when they can)
+    shares: tuple = ()  # the compute share of each step read (the fastest half), %
+
+
+def _fastest_half(work) -> list:
+    """The steps a verdict reads: the fastest half (at least one). A busy machine only ever adds time,
+    and it adds it to whatever op runs when it strikes: the fastest steps are the least disturbed."""
+    steps = sorted(work.steps, key=lambda s: s.wall_us)
+    return steps[:max(1, (len(steps) + 1) // 2)]
+
+
+def cpu_regime(t: Tables) -> Regime | None:
+    """The CPU analogue of overhead- or compute-bound, judged on the fastest half of the steady steps;
+    None when the trace has no CPU steps to read (a GPU trace, no ops)."""
+    work = steady_work(t)
+    if work is None or not work.compute_ops:
+        return None
+    if implausibly_slow(t):
+        rate = matmul_gflops(t)
+        return Regime(None, f"the matmul ran at {rate:.2g} GFLOP/s, slower than any CPU computes it "
+                            f"(at least {plausible_floor(t):.2g}): the machine was busy, so the times are "
+                            "waiting, not work")
+    shares = tuple(s.compute_pct for s in _fastest_half(work))
+    if min(shares) < CPU_OVERHEAD_BELOW_PCT <= CPU_COMPUTE_FROM_PCT <= max(shares):
+        return Regime(None, f"the fastest steps disagree (compute ops {min(shares):.0f}% of one step, "
+                            f"{max(shares):.0f}% of another): too noisy to call", shares)
+    median = sorted(shares)[len(shares) // 2]
+    verdict = "overhead" if median < CPU_OVERHEAD_BELOW_PCT else "compute" if median >= CPU_COMPUTE_FROM_PCT else None
+    return Regime(verdict, "", shares)
+
+
+def _read_pct(t: Tables) -> float:
+    """The compute share the verdict read: the median of the fastest steps'."""
+    shares = sorted(cpu_regime(t).shares)
+    return shares[len(shares) // 2]
+
+
 def _cpu_regime(t: Tables) -> str | None:
     """"overhead" | "compute" | None (between, noisy or no steps) for a CPU-only trace."""
-    work = steady_work(t)
-    if work is None or not work.compute_ops or implausibly_slow(t):
+    regime = cpu_regime(t)
+    return regime.verdict if regime is not None else None
+
+
+def regime_cannot_tell(t: Tables):
+    """Where the CPU steps cannot carry an overhead- or compute-bound verdict (the fastest steps
+    disagree, or the matmul ran slower than any CPU computes it), say so and why, instead of
+    guessing: a busy machine's waiting is not a regime."""
+    if t.has_gpu:
         return None
-    shares = [s.compute_pct for s in work.steps]
-    if min(shares) < CPU_OVERHEAD_BELOW_PCT <= CPU_COMPUTE_FROM_PCT <= max(shares):
-        return None  # the steps disagree: too noisy to call
-    median = work.median_compute_pct
-    if median < CPU_OVERHEAD_BELOW_PCT:
-        return "overhead"
-    return "compute" if median >= CPU_COMPUTE_FROM_PCT else None
+    regime = cpu_regime(t)
+    if regime is None or not regime.cannot_tell:
+        return None
+    threads = (t.knobs.cpu or {}).get("threads") if t.knobs is not None and isinstance(t.knobs.cpu, dict) else None
+    pinned = f" (this run used {threads} intra-op thread{'s' if threads != 1 else ''})" if threads else ""
+    return Finding("regime_cannot_tell", f"cannot tell overhead-bound from compute-bound: {regime.cannot_tell}",
+                   f"run it again when the machine is quieter, or with more active steps (--schedule 1,1,10){pinned}",
+                   dict(reason=regime.cannot_tell, fastest_steps_compute_pct=[rounded(x) for x in regime.shares],
+                        matmul_gflops=rounded(matmul_gflops(t), 3), plausible_floor_gflops=rounded(plausible_floor(t), 3)),
+                   level="note", spans=_every_step(t))
 
 
 def _cpu_work_evidence(t: Tables) -> dict:
@@ -53,7 +105,7 @@ def _cpu_work_evidence(t: Tables) -> dict:
                 compute_calls_per_step=rounded(w.median_calls),
                 compute_ops={o.name: dict(calls=o.calls, per_call_us=rounded(o.per_call_us)) for o in w.compute_ops[:8]},
                 dispatch_per_step_us={o.name: rounded(o.self_us / len(t.cpu_work.steps)) for o in w.dispatch[:8]},
-                matmul_gflops=rounded(matmul_gflops(t), 2),
+                matmul_gflops=rounded(matmul_gflops(t), 2), verdict_compute_pct=rounded(_read_pct(t)),
                 per_step_compute_pct=[rounded(s.compute_pct) for s in w.steps])
 
 
@@ -72,12 +124,11 @@ def _dispatch_text(t: Tables, n: int = 3) -> str:
 def _cpu_overhead_bound(t: Tables):
     if _cpu_regime(t) != "overhead":
         return None
-    w = steady_work(t)
-    pct = w.median_compute_pct
-    return Finding("overhead_bound", f"overhead-bound (the CPU analogue of Part 1's size 64): of a step's "
-                   f"{fmt_us(w.median_wall_us)} (median), the compute ops' own work is {fmt_us(w.median_compute_us)} "
-                   f"({pct:.0f}%: {_ops_per_call(w.compute_ops)}{_rate_text(t)}); the other {100 - pct:.0f}% is "
-                   f"dispatch around them (per step: {_dispatch_text(t)})",
+    w, pct = steady_work(t), _read_pct(t)
+    return Finding("overhead_bound", f"overhead-bound (the CPU analogue of Part 1's size 64): in the fastest "
+                   f"steps the compute ops' own work is {pct:.0f}% of a step ({_ops_per_call(w.compute_ops)}"
+                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step: "
+                   f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    "tensors) or make fewer calls (torch.compile fuses ops); on a GPU this is the run where the GPU idles",
                    _cpu_work_evidence(t), level="warn", spans=_every_step(t))
@@ -86,11 +137,10 @@ def _cpu_overhead_bound(t: Tables):
 def _cpu_compute_bound(t: Tables):
     if _cpu_regime(t) != "compute":
         return None
-    w = steady_work(t)
-    pct = w.median_compute_pct
-    return Finding("compute_bound", f"compute-bound (the CPU analogue of Part 1's size 4096): {pct:.0f}% of a step's "
-                   f"{fmt_us(w.median_wall_us)} (median) is the compute ops' own work ({_ops_per_call(w.compute_ops)}"
-                   f"{_rate_text(t)}); the dispatch around them is {100 - pct:.0f}%",
+    w, pct = steady_work(t), _read_pct(t)
+    return Finding("compute_bound", f"compute-bound (the CPU analogue of Part 1's size 4096): in the fastest steps "
+                   f"{pct:.0f}% of a step is the compute ops' own work ({_ops_per_call(w.compute_ops)}{_rate_text(t)}); "
+                   f"the dispatch around them is {100 - pct:.0f}%; a step takes {fmt_us(w.median_wall_us)} (median)",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
                    "cutting dispatch overhead would not",
                    _cpu_work_evidence(t), spans=_every_step(t))
