@@ -129,6 +129,12 @@ def test_straggler_named_and_rank0_waits_about_the_delay(jobs):
     assert slow["straggler"]["collective"] == "gloo:all_reduce" and slow["straggler"]["issued_in"] == "backward"
     grew = slow["ranks"][0]["wait_us"] - baseline["ranks"][0]["wait_us"]
     assert 0.7 * DELAY_MS * 1e3 < grew < 1.5 * DELAY_MS * 1e3, (baseline["ranks"][0], slow["ranks"][0])
+    assert 0.5 * DELAY_MS * 1e3 < slow["ranks"][0]["wait_us"] < 2 * DELAY_MS * 1e3  # about the delay, not 2-4x it
+    assert 0.5 * DELAY_MS * 1e3 < slow["straggler"]["behind_us"] < 2 * DELAY_MS * 1e3
+    assert slow["straggler"]["behind_us"] > slow["step_spread_us"] and slow["straggler_cannot_tell"] is None
+    for job in (baseline, slow):  # overlapping all-reduces are waited once: within the communication, the step
+        for step in (s for r in job["ranks"] for s in r["steps"]):
+            assert step["wait_us"] <= step["communication_us"] + 1e-3 and step["wait_us"] <= step["wall_us"] + 1e-3
     assert slow["ranks"][1]["wait_us"] < 0.2 * DELAY_MS * 1e3  # the straggler itself hardly waits
     assert slow["ranks"][1]["idle_us"] > 0.8 * DELAY_MS * 1e3  # its sleep: neither compute nor comm
     # the lesson's own last words say so too (rank 0's console)

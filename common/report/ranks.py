@@ -308,13 +308,13 @@ def _collective_keys(t: RankTrace) -> list:
     return keys
 
 
-def _waits(traces: list[RankTrace]) -> tuple[list[list[float]], list[str]]:
-    """Per rank, per collective: the time it waited for the other ranks (0 where not comparable)."""
+def _waits(traces: list[RankTrace]) -> tuple[list[list[Optional[float]]], list[str]]:
+    """Per rank, per collective: the time it waited for the other ranks (None where not comparable)."""
     keyed = [_collective_keys(t) for t in traces]
     index = [{k: i for i, k in enumerate(keys) if k is not None and t.collectives[i].complete}
              for keys, t in zip(keyed, traces)]
     common = set.intersection(*(set(ix) for ix in index))
-    waits = [[0.0] * len(t.collectives) for t in traces]
+    waits: list[list[Optional[float]]] = [[None] * len(t.collectives) for t in traces]
     for key in common:
         durs = [t.collectives[ix[key]].dur_us for t, ix in zip(traces, index)]
         for r, ix in enumerate(index):
@@ -323,7 +323,8 @@ def _waits(traces: list[RankTrace]) -> tuple[list[list[float]], list[str]]:
     notes = []
     if len(every) > len(common):
         notes.append(f"{len(every) - len(common)} of {len(every)} collectives could not be compared across ranks "
-                     "(missing on a rank, or still running when the profiler stopped): their wait counts as 0")
+                     "(missing on a rank, or still running when the profiler stopped): their wait counts as 0, and "
+                     "a rank's median wait leaves their steps out")
     return waits, notes
 
 
@@ -351,12 +352,15 @@ def step_waits(t: RankTrace, waits: list[float]) -> np.ndarray:
     return per_step
 
 
-def _summary(t: RankTrace, waits: list[float]) -> RankSummary:
-    per_step = step_waits(t, waits)
+def _summary(t: RankTrace, waits: list[Optional[float]]) -> RankSummary:
+    per_step = step_waits(t, [w or 0.0 for w in waits])
     rows = tuple(StepRow(**asdict(s), wait_us=float(per_step[i])) for i, s in enumerate(t.steps))
+    unknown = {c.step for c, w in zip(t.collectives, waits) if w is None}  # a collective not compared
+    compared = [r for i, r in enumerate(rows) if i not in unknown]
 
     def med(key: str) -> float:
-        return float(statistics.median(getattr(r, key) for r in rows)) if rows else 0.0
+        use = compared if key == "wait_us" and compared else rows
+        return float(statistics.median(getattr(r, key) for r in use)) if use else 0.0
 
     return RankSummary(t.file.rank, str(t.file.path), med("wall_us"), med("compute_us"), med("communication_us"),
                        med("overlap_us"), med("idle_us"), med("wait_us"), t.overlap_pct, rows, _counts(t))
@@ -404,7 +408,7 @@ def _straggler(traces: list[RankTrace], waits: list[list[float]], ranks: list[Ra
     for i, (t, w) in enumerate(zip(traces, waits)):
         if i != slow:
             for c, wait in zip(t.collectives, w):
-                where[(c.name, c.issued_in)] += wait
+                where[(c.name, c.issued_in)] += wait or 0.0
     (name, issued_in), _ = where.most_common(1)[0]
     return Straggler(ranks[slow].rank, behind, name, issued_in)
 
