@@ -109,11 +109,11 @@ def test_compare_reports_medians_and_the_noise(runs):
     cpu = report_json("--compare", a, b)["summary"]["cpu"]
     walls_a = sorted(s["wall_us"] for s in report_json(a)["steps"])
     assert cpu["a_median_us"] == walls_a[1] and cpu["a_range_us"] == [walls_a[0], walls_a[2]]
-    assert isinstance(cpu["inside_noise"], bool)
+    assert isinstance(cpu["inside_noise"], bool) and cpu["judged"] == (not cpu["inside_noise"])
     text = run_module("common.report", "--compare", a, b, env=command_env(COLUMNS="80")).stdout
     text = " ".join(text.split())
-    assert "median" in text and "mean" not in text
-    assert ("inside the step-to-step noise" in text) == cpu["inside_noise"]
+    assert "median" in text and "mean" not in text and cpu["verdict"] in text
+    assert ("cannot tell" in cpu["verdict"]) == cpu["inside_noise"] != ("x A's" in text)
 
 
 # ----------------------------------------------------------------------------- 7. commands from another folder

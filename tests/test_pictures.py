@@ -7,6 +7,7 @@ screenshot that is not blank). The annotated trace reads back to the same report
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import os
 import re
@@ -129,6 +130,7 @@ def test_compare_page(runs, tmp_path):
     assert page.figures["compare-cpu"]["a_us"] == pytest.approx([s["a_cpu_us"] for s in c["steps"]], abs=1e-3)
     assert "compare-device" not in page.figures  # CPU-only traces
     assert "Ops only in A" in text and "median" in text
+    assert html.escape(c["summary"]["cpu"]["verdict"]) in text  # the console's verdict, beside the plot
 
 
 @pytest.mark.parametrize("args", [

@@ -3,7 +3,10 @@
 Per step: CPU (wall) time and device time and their ratio B/A, kernels per step; kernel names
 only in A, only in B, in both (with the change in total time); ops that vanished or appeared.
 The summary compares medians, not means (one slow step moves a mean of three; P1.14), shows each
-run's range, and says when the difference is inside the step-to-step noise (the ranges overlap).
+run's range, and judges the ratio only when the two runs' steps are clearly apart: every step of
+one run faster than every step of the other, by more than either run's own spread, and neither run
+too noisy (steadiness.TwoRuns) nor called noisy by its own report (the noisy_steps rule). Otherwise
+the verdict is "cannot tell" and why, with the numbers: one stalled step never makes a 200x claim.
 """
 
 from __future__ import annotations
@@ -26,13 +29,24 @@ def _per_step(t: Tables) -> dict:
     )
 
 
-def _side_by_side(a: Spread | None, b: Spread | None) -> dict | None:
-    """Medians, ranges, the ratio of medians and whether the gap is inside the noise; None without data."""
+def _own_noise(t: Tables, name: str) -> str | None:
+    """Why the run's own report calls its timings noise (its noisy_steps finding), or None."""
+    from common.report.rules.timeline import noisy_steps
+
+    finding = noisy_steps(t)
+    return f"{name}'s own report calls its timings noise ({finding.message.split('; ')[0]})" if finding else None
+
+
+def _side_by_side(what: str, a: Spread | None, b: Spread | None, noise: str | None) -> dict | None:
+    """Medians, ranges, the ratio of medians, whether it can be judged and the verdict line; None
+    without data. ``noise``: why a run's own report calls its timings noise."""
     if a is None or b is None or not a.values or not b.values:
         return None
     two = TwoRuns(a, b)
-    return dict(a_median_us=a.median, b_median_us=b.median, a_range_us=[a.low, a.high], b_range_us=[b.low, b.high],
-                ratio=two.ratio, inside_noise=two.inside_noise)
+    why = two.why_not_apart or noise
+    side = dict(a_median_us=a.median, b_median_us=b.median, a_range_us=[a.low, a.high], b_range_us=[b.low, b.high],
+                ratio=two.ratio, inside_noise=why is not None, judged=why is None and two.ratio is not None)
+    return dict(side, verdict=_verdict(what, side, why))
 
 
 def compare(a: Tables, b: Tables) -> dict:
@@ -49,8 +63,9 @@ def compare(a: Tables, b: Tables) -> dict:
             device_ratio=(rb.device_us / ra.device_us) if ra and rb and ra.device_us > 0 else None,
             a_kernels=ra.kernels if ra else None, b_kernels=rb.kernels if rb else None,
         ))
-    cpu = _side_by_side(sa["cpu"], sb["cpu"])
-    device = _side_by_side(sa["device"], sb["device"])
+    noise = _own_noise(a, "A") or _own_noise(b, "B")
+    cpu = _side_by_side("CPU", sa["cpu"], sb["cpu"], noise)
+    device = _side_by_side("device", sa["device"], sb["device"], None)  # noisy_steps reads the host's steps
     ka = {k.name: k for k in a.kernels}
     kb = {k.name: k for k in b.kernels}
     na, nb = max(sa["steps"], 1), max(sb["steps"], 1)
@@ -77,24 +92,17 @@ def compare(a: Tables, b: Tables) -> dict:
     ))
 
 
-def _range(low: float, high: float) -> str:
-    """``336.3-365.3 ms``: both ends in the high end's unit, no space inside the numbers."""
-    scale, unit = (1e6, "s") if high >= 1e6 else (1e3, "ms") if high >= 1e3 else (1.0, "µs")
-    return f"{low / scale:.4g}-{high / scale:.4g} {unit}"
-
-
-def _verdict(what: str, side: dict | None) -> str | None:
-    """``CPU per step: B's median is 0.38x A's (...), inside the noise: ...``."""
-    if side is None or side["ratio"] is None:
-        return None
-    ranges = f"A {_range(*side['a_range_us'])}, B {_range(*side['b_range_us'])}"
-    head = (f"{what} per step: B's median is {side['ratio']:.2f}x A's "
-            f"({fmt_us(side['a_median_us'])} vs {fmt_us(side['b_median_us'])})")
-    if side["inside_noise"]:
-        return (f"{head}, but the ranges overlap ({ranges}): the difference is inside the step-to-step "
-                "noise; profile more active steps before you conclude")
+def _verdict(what: str, side: dict, why: str | None) -> str:
+    """One line: ``CPU per step: B's median is 0.38x A's (...), and every B step is faster ...``, or
+    ``CPU per step: cannot tell which run is faster: <why> (medians ...)``."""
+    medians = f"{fmt_us(side['a_median_us'])} vs {fmt_us(side['b_median_us'])}"
+    if why is not None or side["ratio"] is None:
+        return f"{what} per step: cannot tell which run is faster: {why or 'A has no time'} (medians A vs B: {medians})"
     faster = "B" if side["ratio"] < 1 else "A"
-    return f"{head}, and every {faster} step is faster than every step of the other ({ranges})"
+    return (f"{what} per step: B's median is {side['ratio']:.2f}x A's ({medians}), and every {faster} step is "
+            f"faster than every step of the other, by more than either run's spread "
+            f"(A {fmt_us(side['a_range_us'][0])}-{fmt_us(side['a_range_us'][1])}, "
+            f"B {fmt_us(side['b_range_us'][0])}-{fmt_us(side['b_range_us'][1])})")
 
 
 def _step_table(c: dict, with_device: bool):
@@ -114,9 +122,10 @@ def _step_table(c: dict, with_device: bool):
     s = c["summary"]
     cpu, dev = s["cpu"], s["device"]
     if cpu:
-        row = ["[bold]median[/]", fmt_us(cpu["a_median_us"]), fmt_us(cpu["b_median_us"]), fmt(cpu["ratio"])]
+        judged = lambda side: fmt(side["ratio"]) if side["judged"] else "?"  # noqa: E731  (the verdict says why)
+        row = ["[bold]median[/]", fmt_us(cpu["a_median_us"]), fmt_us(cpu["b_median_us"]), judged(cpu)]
         if with_device:
-            row += [fmt_us(dev["a_median_us"]), fmt_us(dev["b_median_us"]), fmt(dev["ratio"])] if dev else ["-"] * 3
+            row += [fmt_us(dev["a_median_us"]), fmt_us(dev["b_median_us"]), judged(dev)] if dev else ["-"] * 3
         t.add_row(*row)
     return t
 
@@ -143,8 +152,8 @@ def render_compare(c: dict, console) -> None:
     console.print(_step_table(c, with_device))
     if with_device:
         console.print(f"kernels per step (median): A {s['a_kernels_per_step']:g}, B {s['b_kernels_per_step']:g}")
-    for line in filter(None, (_verdict("CPU", s["cpu"]), _verdict("device", s["device"]))):
-        console.print(line)
+    for side in filter(None, (s["cpu"], s["device"])):
+        console.print(escape(side["verdict"]))
     k = c["kernels"]
     if k["both"] or k["only_a"] or k["only_b"]:
         t = Table(title="kernels", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)

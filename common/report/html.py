@@ -183,10 +183,8 @@ def render_compare_html(c: dict) -> str:
                                            [s["a_device_us"] or 0.0 for s in steps if s["a_device_us"] is not None],
                                            [s["b_device_us"] or 0.0 for s in steps if s["b_device_us"] is not None],
                                            "device time")))
-    from common.report.compare import _verdict
-
-    verdicts = [v for v in (_verdict("CPU", c["summary"]["cpu"]), _verdict("device", c["summary"]["device"])) if v]
-    parts += [f"<p>{html.escape(v)}</p>" for v in verdicts]
+    verdicts = [side["verdict"] for side in (c["summary"]["cpu"], c["summary"]["device"]) if side]
+    parts += [f'<p class="verdict">{html.escape(v)}</p>' for v in verdicts]
     k = c["kernels"]
     rows = [["both", trace_names.short_name(r["name"], 70), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
              f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"] for r in k["both"]]

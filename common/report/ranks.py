@@ -15,12 +15,15 @@ Per rank and profiled step (times in µs, over the ProfilerStep's span):
   at about the same moment, when the last rank has joined, so the rank that joined last spent
   only the transfer in it and every other rank also waited: per collective, a rank's wait is its
   duration minus the shortest duration any rank had for it (the k-th collective of a name in a
-  step is the same collective on every rank). Durations, not start times, so the ranks' clocks
-  need not agree.
+  step is the same collective on every rank), spent at the collective's start. Durations, not
+  start times, so the ranks' clocks need not agree. Collectives overlap (gloo runs a bucket's
+  all-reduce while the next one is issued), so a step's wait is the union of those waiting
+  intervals inside the step, never their sum: it never exceeds the step's communication, nor the step.
 
 Across ranks: the straggler, the rank the others wait for (the least waiting, when the others
-wait at least a tenth of a step more), by how much, and where (the collective and the annotation
-it was issued in). Per rank, the communication/computation overlap on HolisticTraceAnalysis's
+wait at least a tenth of a step more, and more than the ranks' steps vary from step to step:
+otherwise "cannot tell", and why), by how much, and where (the collective and the annotation it
+was issued in). Per rank, the communication/computation overlap on HolisticTraceAnalysis's
 definition (``get_comm_comp_overlap``): the share of communication-kernel time that runs while a
 computation kernel runs. As HTA does: kernels are typed by name (communication ``nccl...Kernel``;
 memory ``Memcpy``/``Memset``/``dma``; neither computation nor communication when the name holds
@@ -44,6 +47,7 @@ from common.report.job_files import RankFile, read_job
 from common.report.intervals import Intervals
 from common.report.model import ANNOTATION, OP, STEP_RE, Model
 from common.report.tables import Tables
+from common.report.units import fmt_us
 
 STRAGGLER_SHARE = 0.10  # the others wait at least this share of a step more than the straggler
 STRAGGLER_MIN_US = 50.0
@@ -68,6 +72,7 @@ class StepTimes:
 class Collective:
     step: int  # index of the profiled step it was issued in (-1: outside every step)
     name: str  # AllReduce (NCCL), gloo:all_reduce, ...
+    start_us: float  # on the trace's clock, relative to its window (as the steps)
     dur_us: float
     bytes: Optional[int]
     issued_in: Optional[str]  # the step's top-level annotation at its launch (forward, backward, ...)
@@ -79,6 +84,7 @@ class RankTrace:
     file: RankFile
     on_gpu: bool
     steps: tuple[StepTimes, ...]
+    spans: tuple[tuple[float, float], ...]  # each step's (start, end), on the collectives' clock
     collectives: tuple[Collective, ...]
     overlap_pct: Optional[float]  # HTA's comm/comp overlap (GPU), or its CPU analogue
 
@@ -207,14 +213,14 @@ def _collectives(m: Model, f: RankFile) -> tuple[Collective, ...]:
         when = np.where(launch >= 0, m.cpu.ts[np.maximum(launch, 0)], dev.ts[rows])
         where = _issued_in(tops, when)
         return tuple(
-            Collective(int(dev.step[r]), _short_name(m.names[dev.name[r]]), float(dev.dur[r]),
+            Collective(int(dev.step[r]), _short_name(m.names[dev.name[r]]), float(dev.ts[r]), float(dev.dur[r]),
                        f.kernel_bytes.get(int(dev.corr[r])), where[i], True)
             for i, r in enumerate(rows.tolist()))
     events = sorted(f.cpu_collectives, key=lambda c: c.ts)
     starts = np.array([c.ts - m.t0 for c in events])
     steps = m.step_of(starts).tolist() if starts.size else []
     where = _issued_in(tops, starts)
-    return tuple(Collective(int(steps[i]), c.name, c.dur, c.bytes, where[i], c.finished)
+    return tuple(Collective(int(steps[i]), c.name, float(starts[i]), c.dur, c.bytes, where[i], c.finished)
                  for i, c in enumerate(events))
 
 
@@ -225,7 +231,8 @@ def _short_name(kernel: str) -> str:
 
 def rank_trace(t: Tables, f: RankFile) -> RankTrace:
     steps, pct = _step_times(t, f)
-    return RankTrace(f, t.has_gpu, steps, _collectives(t.model, f), pct)
+    spans = tuple((s.start, s.end) for s in t.model.steps)
+    return RankTrace(f, t.has_gpu, steps, spans, _collectives(t.model, f), pct)
 
 
 # ----------------------------------------------------------------------------- the job
@@ -281,6 +288,8 @@ class JobReport:
     overlap_basis: str  # "hta" (GPU kernels) or "cpu" (CPU ops and collectives)
     ranks: tuple[RankSummary, ...]
     straggler: Optional[Straggler]
+    step_spread_us: float  # the run's noise: the widest range (max - min) of one rank's step times
+    straggler_cannot_tell: Optional[str]  # why no rank is named though one waits least by a tenth of a step
     notes: tuple[str, ...]
 
     @property
@@ -299,13 +308,13 @@ def _collective_keys(t: RankTrace) -> list:
     return keys
 
 
-def _waits(traces: list[RankTrace]) -> tuple[list[list[float]], list[str]]:
-    """Per rank, per collective: the time it waited for the other ranks (0 where not comparable)."""
+def _waits(traces: list[RankTrace]) -> tuple[list[list[Optional[float]]], list[str]]:
+    """Per rank, per collective: the time it waited for the other ranks (None where not comparable)."""
     keyed = [_collective_keys(t) for t in traces]
     index = [{k: i for i, k in enumerate(keys) if k is not None and t.collectives[i].complete}
              for keys, t in zip(keyed, traces)]
     common = set.intersection(*(set(ix) for ix in index))
-    waits = [[0.0] * len(t.collectives) for t in traces]
+    waits: list[list[Optional[float]]] = [[None] * len(t.collectives) for t in traces]
     for key in common:
         durs = [t.collectives[ix[key]].dur_us for t, ix in zip(traces, index)]
         for r, ix in enumerate(index):
@@ -314,7 +323,8 @@ def _waits(traces: list[RankTrace]) -> tuple[list[list[float]], list[str]]:
     notes = []
     if len(every) > len(common):
         notes.append(f"{len(every) - len(common)} of {len(every)} collectives could not be compared across ranks "
-                     "(missing on a rank, or still running when the profiler stopped): their wait counts as 0")
+                     "(missing on a rank, or still running when the profiler stopped): their wait counts as 0, and "
+                     "a rank's median wait leaves their steps out")
     return waits, notes
 
 
@@ -330,34 +340,75 @@ def _counts(t: RankTrace) -> tuple[CollectiveCount, ...]:
     return tuple(out)
 
 
-def _summary(t: RankTrace, waits: list[float]) -> RankSummary:
-    per_step = np.zeros(len(t.steps))
-    for c, w in zip(t.collectives, waits):
-        if c.step >= 0:
-            per_step[c.step] += w
+def step_waits(t: RankTrace, waits: list[float]) -> np.ndarray:
+    """Per step, the union of the rank's waiting intervals (each collective's first ``wait`` µs) inside
+    the step: overlapping collectives wait at the same time, once."""
+    waiting = Intervals(np.array([c.start_us for c in t.collectives]),
+                        np.array([c.start_us + w for c, w in zip(t.collectives, waits)]))
+    spans = np.array(t.spans, dtype=np.float64).reshape(-1, 2)
+    per_step = np.asarray(waiting.covered(spans[:, 0], spans[:, 1]), dtype=np.float64).reshape(-1)
+    for s, w in zip(t.steps, per_step.tolist()):  # inside the collectives' union, inside the step
+        assert w <= s.communication_us + 1e-3 and w <= s.wall_us + 1e-3, (s, w)
+    return per_step
+
+
+def _summary(t: RankTrace, waits: list[Optional[float]]) -> RankSummary:
+    per_step = step_waits(t, [w or 0.0 for w in waits])
     rows = tuple(StepRow(**asdict(s), wait_us=float(per_step[i])) for i, s in enumerate(t.steps))
+    unknown = {c.step for c, w in zip(t.collectives, waits) if w is None}  # a collective not compared
+    compared = [r for i, r in enumerate(rows) if i not in unknown]
 
     def med(key: str) -> float:
-        return float(statistics.median(getattr(r, key) for r in rows)) if rows else 0.0
+        use = compared if key == "wait_us" and compared else rows
+        return float(statistics.median(getattr(r, key) for r in use)) if use else 0.0
 
     return RankSummary(t.file.rank, str(t.file.path), med("wall_us"), med("compute_us"), med("communication_us"),
                        med("overlap_us"), med("idle_us"), med("wait_us"), t.overlap_pct, rows, _counts(t))
 
 
-def _straggler(traces: list[RankTrace], waits: list[list[float]], ranks: list[RankSummary]) -> Optional[Straggler]:
+def step_spread(ranks: list[RankSummary]) -> tuple[float, Optional[RankSummary]]:
+    """The run's step-to-step noise: the widest range of one rank's step times, and that rank."""
+    widths = [(max(s.wall_us for s in r.steps) - min(s.wall_us for s in r.steps), r) for r in ranks if r.steps]
+    return max(widths, key=lambda w: w[0]) if widths else (0.0, None)
+
+
+def _lead(ranks: list[RankSummary]) -> Optional[tuple[int, float, float]]:
+    """The rank that waits least, how much less the others wait (their mean wait minus its own), and
+    the least lead that counts (a tenth of a step); None with one rank."""
     if len(ranks) < 2:
         return None
     slow = min(range(len(ranks)), key=lambda i: ranks[i].wait_us)
-    others = [r.wait_us for i, r in enumerate(ranks) if i != slow]
-    behind = statistics.fmean(others) - ranks[slow].wait_us
+    behind = statistics.fmean(r.wait_us for i, r in enumerate(ranks) if i != slow) - ranks[slow].wait_us
     step = statistics.median(r.step_us for r in ranks)
-    if behind < max(STRAGGLER_SHARE * step, STRAGGLER_MIN_US):
+    return slow, behind, max(STRAGGLER_SHARE * step, STRAGGLER_MIN_US)
+
+
+def _cannot_tell(ranks: list[RankSummary]) -> Optional[str]:
+    """Why the run cannot say which rank the others wait for, if any: the least-waiting rank's lead is
+    no more than the ranks' steps vary from step to step, and that variation is itself as wide as
+    a lead that would count (a quiet run with a small lead has no straggler)."""
+    lead = _lead(ranks)
+    spread, widest = step_spread(ranks)
+    if lead is None or lead[1] > max(lead[2], spread) or spread < lead[2]:
         return None
+    slow, behind, _ = lead
+    low, high = (f(s.wall_us for s in widest.steps) for f in (min, max))
+    return (f"the others wait {fmt_us(behind)} per step more than rank {ranks[slow].rank}, no more than the ranks' "
+            f"steps vary from step to step ({fmt_us(spread)}: rank {widest.rank}'s steps take {fmt_us(low)} to "
+            f"{fmt_us(high)})")
+
+
+def _straggler(traces: list[RankTrace], waits: list[list[float]], ranks: list[RankSummary]) -> Optional[Straggler]:
+    """The rank the others wait for, when its lead is beyond the run's step-to-step noise."""
+    lead = _lead(ranks)
+    if lead is None or lead[1] < lead[2] or _cannot_tell(ranks) is not None:
+        return None
+    slow, behind, _ = lead
     where: Counter = Counter()
     for i, (t, w) in enumerate(zip(traces, waits)):
         if i != slow:
             for c, wait in zip(t.collectives, w):
-                where[(c.name, c.issued_in)] += wait
+                where[(c.name, c.issued_in)] += wait or 0.0
     (name, issued_in), _ = where.most_common(1)[0]
     return Straggler(ranks[slow].rank, behind, name, issued_in)
 
@@ -378,7 +429,8 @@ def job_report(traces: list[RankTrace]) -> JobReport:
     return JobReport(
         paths=tuple(str(t.file.path) for t in traces), world_size=first.world_size or len(traces),
         backend=first.backend, on_gpu=on_gpu, tag=first.tag, overlap_basis="hta" if on_gpu else "cpu",
-        ranks=tuple(ranks), straggler=_straggler(traces, waits, ranks), notes=tuple(notes))
+        ranks=tuple(ranks), straggler=_straggler(traces, waits, ranks), step_spread_us=step_spread(ranks)[0],
+        straggler_cannot_tell=_cannot_tell(ranks), notes=tuple(notes))
 
 
 def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None = None) -> JobReport:

@@ -67,6 +67,8 @@ def straggler_line(job: JobReport) -> str:
     s = job.straggler
     if len(job.ranks) < 2:
         return "one rank: no other rank to wait for"
+    if job.straggler_cannot_tell is not None:
+        return f"[yellow]straggler: cannot tell[/]: {escape(job.straggler_cannot_tell)}"
     if s is None:
         waits = [r.wait_us for r in job.ranks]
         spread = max(waits) - min(waits) if waits else 0.0
@@ -74,7 +76,8 @@ def straggler_line(job: JobReport) -> str:
                 f"(under a tenth of a step)")
     where = escape(s.collective) + (f" issued in {escape(s.issued_in)}" if s.issued_in else "")
     return (f"[yellow]straggler: rank {s.rank}[/]: the other ranks wait {fmt_us(s.behind_us)} per step for it "
-            f"({100 * s.behind_us / job.median_step_us:.0f}% of a step), in {where}")
+            f"({100 * s.behind_us / job.median_step_us:.0f}% of a step, beyond the {fmt_us(job.step_spread_us)} "
+            f"the steps vary), in {where}")
 
 
 def collective_lines(r: RankSummary) -> list[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
+from common.report.units import fmt_us
+
 WIDER_RATIO = 1.5  # the first step must be at least this many times the others' median...
 WIDER_MIN_US = 5.0  # ...and this many µs longer, to count as wider at all
 NOISY_RATIO = 2.0  # steps whose max/min exceeds this are noisy (when the spread is also over NOISY_MIN_US)
@@ -94,5 +96,39 @@ class TwoRuns:
         return self.a.low <= self.b.high and self.b.low <= self.a.high
 
     @property
+    def gap(self) -> float:
+        """How far apart the two ranges lie (µs between the faster run's slowest step and the slower
+        run's fastest); negative when they overlap."""
+        return max(self.a.low, self.b.low) - min(self.a.high, self.b.high)
+
+    @property
+    def why_not_apart(self) -> str | None:
+        """Why the steps cannot carry a verdict on which run is faster (None when they can): too few
+        steps, a run too noisy on its own, ranges that overlap, or a gap no wider than the runs' own
+        spread. Judged only when every step of one run is faster than every step of the other by more
+        than either run varies from step to step (and by WIDER_MIN_US at least)."""
+        for name, side in (("A", self.a), ("B", self.b)):
+            if len(side.values) < 2:
+                return f"{name} has {len(side.values)} step, no measure of its spread"
+        for name, side in (("A", self.a), ("B", self.b)):
+            if side.noisy:
+                return (f"{name}'s steps vary {side.high / max(side.low, 1e-9):.1f}x ({_range(side)}): "
+                        "too noisy to compare")
+        ranges = f"A {_range(self.a)}, B {_range(self.b)}"
+        if self.overlap:
+            return f"the ranges overlap ({ranges}): the difference is inside the step-to-step noise"
+        spread = max(self.a.width, self.b.width, WIDER_MIN_US)
+        if self.gap <= spread:
+            return (f"the ranges lie {fmt_us(self.gap)} apart ({ranges}), no more than the runs' own "
+                    f"spread of {fmt_us(spread)}")
+        return None
+
+    @property
     def inside_noise(self) -> bool:
-        return not self.a.values or not self.b.values or self.overlap
+        """The difference cannot be told from the noise (why_not_apart says why)."""
+        return self.why_not_apart is not None
+
+
+def _range(s: Spread) -> str:
+    """``73 µs-15.94 ms``: a run's fastest and slowest step."""
+    return f"{fmt_us(s.low)}-{fmt_us(s.high)}"

@@ -1,0 +1,73 @@
+"""``--compare`` judges a ratio only when the two runs' steps are clearly apart (issue 17, item 3):
+a stalled step, overlapping ranges or a gap inside the runs' own spread give "cannot tell" and why,
+on the console, in the HTML page and in the JSON's verdict; two clean runs get their ratio."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from conftest import command_env, event, run_module, write_trace
+
+
+def steps_trace(path, step_us):
+    """A CPU-only trace of back-to-back ProfilerSteps, each a linear whose addmm takes half the step."""
+    ev, t = [], 0.0
+    for i, wall in enumerate(step_us):
+        ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
+               event("linear_fwd", t + 1, wall - 2, "user_annotation"),
+               event("aten::linear", t + 2, wall - 4), event("aten::addmm", t + 3, wall / 2)]
+        t += wall + 1
+    return write_trace(path, ev)
+
+
+def compared(tmp_path, a_us, b_us):
+    """(JSON summary, console text, HTML page) of ``--compare`` over two synthetic runs."""
+    a, b = steps_trace(tmp_path / "a.json", a_us), steps_trace(tmp_path / "b.json", b_us)
+    out = run_module("common.report", "--compare", a, b, "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)["summary"]
+    page = tmp_path / "c.html"
+    text = run_module("common.report", "--compare", a, b, "--html", page, env=command_env(COLUMNS="80"))
+    assert text.returncode == 0, text.stderr
+    return summary, " ".join(text.stdout.split()), page.read_text()
+
+
+def one_verdict(summary, text, page) -> str:
+    """The CPU verdict line, the same on the console, in the page and in the JSON."""
+    verdict = summary["cpu"]["verdict"]
+    assert verdict in text and summary["device"] is None
+    assert verdict.replace("'", "&#x27;") in page
+    return verdict
+
+
+def test_a_stalled_step_is_never_a_ratio(tmp_path):
+    """One 15 ms stall among 70 µs steps (the 217x of issue 17): cannot tell, with the numbers."""
+    for b_us in ([70, 15_000, 72, 71, 73], [15_000, 15_940, 73]):  # one stall; a stalled median
+        summary, text, page = compared(tmp_path, [70, 71, 72, 70, 73], b_us)
+        verdict = one_verdict(summary, text, page)
+        assert not summary["cpu"]["judged"] and summary["cpu"]["inside_noise"]
+        assert verdict.startswith("CPU per step: cannot tell which run is faster: B's steps vary")
+        assert "15.00 ms" in verdict and "too noisy" in verdict
+        assert "x A's" not in text and "every A step is faster" not in text
+        assert re.search(r"median [\d.]+ µs [\d.]+ [µm]s \?", text)  # no ratio of medians in the table
+
+
+def test_two_clean_runs_clearly_apart_get_their_ratio(tmp_path):
+    summary, text, page = compared(tmp_path, [100, 102, 104], [60, 61, 62])
+    verdict = one_verdict(summary, text, page)
+    cpu = summary["cpu"]
+    assert cpu["judged"] and not cpu["inside_noise"] and round(cpu["ratio"], 2) == 0.6
+    assert verdict.startswith("CPU per step: B's median is 0.60x A's (102 µs vs 61 µs), and every B step is faster")
+    assert "median 102 µs 61 µs 0.60x" in text
+
+
+def test_overlap_or_a_gap_inside_the_spread_cannot_tell(tmp_path):
+    summary, text, page = compared(tmp_path, [100, 110, 120], [95, 105, 115])
+    verdict = one_verdict(summary, text, page)
+    assert not summary["cpu"]["judged"]
+    assert "cannot tell which run is faster: the ranges overlap (A 100 µs-120 µs, B 95 µs-115 µs)" in verdict
+    # apart, but by less than either run varies: 10 µs between ranges 40 µs wide
+    summary, text, page = compared(tmp_path, [100, 130, 140], [150, 160, 190])
+    verdict = one_verdict(summary, text, page)
+    assert not summary["cpu"]["judged"] and "apart" in verdict and "no more than the runs' own spread of 40 µs" in verdict
