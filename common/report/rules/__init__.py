@@ -9,7 +9,7 @@ judge them; they do not aggregate events (a number a rule needs is a table in
 The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
 the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
-CUDA graphs), :mod:`.phases` (per annotation); judgements several themes share are in :mod:`.judge`.
+CUDA graphs), :mod:`.phases` (per annotation), :mod:`.memory` (allocations, --profile-memory); judgements several themes share are in :mod:`.judge`.
 A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
 findings is decided.
 """
@@ -50,6 +50,7 @@ def in_window(t, spans) -> tuple:
 # The theme modules import Finding from here: defined above, before they are imported.
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import copies, gemm, overhead, phases, timeline, trace  # noqa: E402
+from common.report.rules import memory  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -81,6 +82,8 @@ RULES: list = [
     phases.overhead_bound_phase,
     compiled.cuda_graphs,
     compiled.recompiled_before_window,
+    memory.attention_scores_memory,
+    memory.kv_cache_growth,
 ]
 
 STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule that crashes raises (the tests set it)
