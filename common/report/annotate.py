@@ -1,7 +1,8 @@
 """The findings drawn onto the trace: a copy of it with one more process, "Findings", whose track
 holds a slice for every place in time a finding points at (its spans, filled by the rule), named by
 the rule, with the message, evidence and hint in its args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the
-cold first step, the gap between kernels or the hidden copy is marked where it happens.
+cold first step, the gap between kernels or the hidden copy is marked where it happens. A trace with
+``[memory]`` events also gets a counter track of the bytes allocated on each device.
 
 Every original event is kept byte for byte: the new events are spliced into the JSON text at the
 start of ``traceEvents``, and a top-level ``report_findings`` key says how many there are, so the
@@ -42,6 +43,16 @@ def findings_events(t: Tables, findings: list[Finding]) -> list[dict]:
     return events
 
 
+def memory_counter_events(t: Tables) -> list[dict]:
+    """A counter track ("ph": "C") of allocated bytes per device on the Findings process, from the memory
+    curve (:mod:`.memory`); none without [memory] events."""
+    if t.memory is None:
+        return []
+    return [{"ph": "C", "name": f"allocated {d.device}", "pid": FINDINGS_PID, "tid": 0,
+             "ts": round(t.model.t0 + us, 3), "args": {"bytes": level}}
+            for d in t.memory.devices for us, level in d.curve]
+
+
 def _read_text(path: Path) -> bytes:
     data = path.read_bytes()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
@@ -79,7 +90,7 @@ def write_annotated(source: Path, t: Tables, findings: list[Finding], out: Path,
     original = _read_text(source)
     if FINDINGS_KEY.encode() in original[:200]:
         fail(f"{source}: already annotated by the report; annotate the original trace")
-    events = findings_events(t, findings)
+    events = findings_events(t, findings) + memory_counter_events(t)
     data = splice(original, events)
     with writing([out], flag=flag, what="the annotated trace") as (tmp,):
         if str(out).endswith(".gz"):

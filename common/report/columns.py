@@ -44,6 +44,7 @@ for _cats, _group in ((OP_CATS, Group.OP), (ANNOTATION_CATS, Group.ANNOTATION), 
     for _cat in _cats:
         GROUP_OF_CATEGORY[_cat] = _group
 
+MEMORY_FIELDS = ("ts", "tid", "device_type", "device_id", "bytes", "total_allocated", "total_reserved", "addr")
 LAUNCH_ARGS = ("correlation", "grid", "registers", "shared_memory", "blocks_per_sm", "occupancy", "bytes")
 EXACT_ID_LIMIT = 2 ** 53  # ids beyond this are not exact in float64 (and no profiler writes them)
 
@@ -76,6 +77,7 @@ class Columns:
     dev_bytes: np.ndarray
     gpu_annotations: list  # (name, ts, dur) of GPU-lane annotations
     overheads: list  # (name, ts, dur, pid, tid) of the profiler's own overhead events
+    memory: list  # MEMORY_FIELDS per [memory] instant event, in trace order (NaN where a field is absent)
     ids_out_of_range: int = 0  # correlation ids or pids that are not integers below EXACT_ID_LIMIT
 
     @property
@@ -146,8 +148,9 @@ def grid_product(values) -> np.ndarray:
         return out
 
 
-def extract(events: list) -> Columns:
-    """Columns from decoded complete events (structs with name, cat, ts, dur, pid, tid, args)."""
+def extract(events: list, memory: list = ()) -> Columns:
+    """Columns from decoded complete events (structs with name, cat, ts, dur, pid, tid, args) and
+    ``[memory]`` instant events (ts, tid, args with bytes, totals, addr, device)."""
     count = len(events)
     group = np.fromiter(map(GROUP_OF_CATEGORY.__getitem__, map(attrgetter("cat"), events)), np.int8, count)
     name, names = factorize(list(map(attrgetter("name"), events)))
@@ -176,9 +179,22 @@ def extract(events: list) -> Columns:
         dev_shared_memory=float_array(args["shared_memory"]), dev_bytes=float_array(args["bytes"]),
         gpu_annotations=[(e.name, e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],
         overheads=[(e.name, e.ts, e.dur, e.pid, e.tid) for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
+        memory=[_memory_record(e) for e in memory],
         ids_out_of_range=bad_corr + bad_dev_corr + bad_device,
     )
     return columns
+
+
+_NAN = float("nan")
+
+
+def _memory_record(event) -> tuple:
+    """MEMORY_FIELDS of one [memory] event: numbers as floats (NaN where absent), the tid as written."""
+    a = event.args
+    if a is None:
+        return (event.ts, event.tid, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN)
+    return (event.ts, event.tid, *(_NAN if v is None else float(v) for v in (
+        a.device_type, a.device_id, a.bytes, a.total_allocated, a.total_reserved, a.addr)))
 
 
 def _arg(event, key: str):

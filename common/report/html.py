@@ -158,9 +158,21 @@ def findings_html(findings: list[Finding]) -> str:
     return "\n".join(out)
 
 
+def memory_plot(t: Tables) -> Plot | None:
+    """The memory curve (allocated bytes over time per device), when the trace holds [memory] events."""
+    if t.memory is None:
+        return None
+    from common.report.plots import memory_curve
+
+    reconstructed = any(d.totals == "reconstructed" for d in t.memory.devices)
+    return memory_curve("memory-curve", "memory allocated over time" + (
+        " (above the level at the profiler's start: the trace records no totals)" if reconstructed else ""),
+        {d.device: list(d.curve) for d in t.memory.devices})
+
+
 def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = ()) -> str:
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings."""
-    plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t)]
+    plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t)]
     parts = [_header(t)] + [_figure(p) for p in plots if p is not None]
     parts += [_steps_table(t), _phases_table(t), *extra_sections, findings_html(findings)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]

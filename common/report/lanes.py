@@ -56,3 +56,20 @@ class DeviceLane:
     category: np.ndarray  # code in ``model.CATEGORY_CODES``
     step: np.ndarray  # index of the step holding its launch (else its start; -1: none)
     blocks_per_sm: np.ndarray  # grid blocks over the device's SM count, else the "blocks per SM" argument
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryLane:
+    """The ``[memory]`` instant events (``profile_memory=True``), sorted by time (stable): one allocation
+    (``bytes`` > 0) or free (``bytes`` < 0) each. NaN where the trace lacks a field (traces before
+    PyTorch 1.10 carry neither the totals nor the address)."""
+
+    n: int  # how many events
+    ts: np.ndarray  # when
+    thread: np.ndarray  # index into the CPU lane's ``threads`` (-1: a thread with no CPU event)
+    device_type: np.ndarray  # 0 CPU, 1 CUDA (the profiler's DeviceType; others are left out of every figure)
+    device_id: np.ndarray  # -1 for the CPU, the GPU's index
+    bytes: np.ndarray  # > 0 an allocation, < 0 a free
+    total_allocated: np.ndarray  # the allocator's bytes in use after it
+    total_reserved: np.ndarray  # the caching allocator's bytes reserved after it
+    addr: np.ndarray  # the block's address

@@ -8,9 +8,10 @@ UTF-8 byte-order mark. Anything else (a device such as ``/dev/zero``, a FIFO, a 
 is not JSON, JSON nested deeper than Python can follow) ends in :class:`common.errors.BadInput`
 with one line that says why; nothing here waits on a writer or reads without bound.
 
-Of the events, only complete events (``ph: "X"``, and ``B``/``E`` pairs turned into complete
-events) are kept, with their name, category, time, thread and a handful of ``args``; every other
-phase (flow arrows, instant memory events, metadata) is decoded into an empty struct whose fields
+Of the events, complete events (``ph: "X"``, and ``B``/``E`` pairs turned into complete
+events) are kept, with their name, category, time, thread and a handful of ``args``, and so are the
+``[memory]`` instant events (``ph: "i"``, written with ``profile_memory=True``: bytes, totals, address,
+device); every other phase (flow arrows, metadata) is decoded into an empty struct whose fields
 msgspec skips. The structs become :class:`~common.report.columns.Columns` here, and the structs
 are dropped before the model is built.
 
@@ -42,6 +43,7 @@ from common.knobs import METADATA_KEY, RunKnobs
 from common.report.columns import Columns, extract, merge
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
+MEMORY_EVENT_NAME = "[memory]"  # the instant events profile_memory=True writes
 SPLIT_MIN = 64 << 20  # plain JSON files this big are decoded by two processes, half each
 MAX_META_DEPTH = 32  # trace-level metadata nested deeper than this is dropped (no real trace nests so)
 
@@ -73,6 +75,27 @@ class CompleteEvent(Struct, tag_field="ph", tag="X", gc=False):
     args: Optional[Args] = None
 
 
+class MemoryArgs(Struct, gc=False):
+    """The ``args`` of a ``[memory]`` instant event (``profile_memory=True``): what one allocation (Bytes > 0)
+    or free (Bytes < 0) did, and, in traces since PyTorch 1.10, the allocator's totals after it and the address."""
+
+    bytes: Number = msgspec.field(default=None, name="Bytes")
+    total_allocated: Number = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Number = msgspec.field(default=None, name="Total Reserved")
+    addr: Number = msgspec.field(default=None, name="Addr")
+    device_type: Number = msgspec.field(default=None, name="Device Type")
+    device_id: Number = msgspec.field(default=None, name="Device Id")
+
+
+class InstantEvent(Struct, tag_field="ph", tag="i", gc=False):
+    """An instant event (``ph: "i"``): the model reads those named ``[memory]``."""
+
+    name: str = ""
+    ts: float = 0.0
+    tid: Union[int, str] = 0
+    args: Optional[MemoryArgs] = None
+
+
 class EndEvent(Struct, tag_field="ph", tag="E", gc=False):
     """The end of a ``B`` event on its thread."""
 
@@ -84,7 +107,7 @@ class EndEvent(Struct, tag_field="ph", tag="E", gc=False):
 _BEGIN_FIELDS = [("name", str, ""), ("cat", str, ""), ("ts", float, 0.0), ("pid", Union[int, str], 0),
                  ("tid", Union[int, str], 0), ("args", Optional[Args], None)]
 # Every other phase of the Chrome trace format: decoded into an empty struct (fields skipped).
-_OTHER_PHASES = ["i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "V", "v", "R",
+_OTHER_PHASES = ["I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "V", "v", "R",
                  "c", "(", ")", "T", "p", "S", "F"]
 _OTHER_EVENTS = tuple(msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False)
                       for i, ph in enumerate(_OTHER_PHASES))
@@ -110,7 +133,7 @@ class _Schema:
 
         self.begin_type = msgspec.defstruct("BeginEvent", _BEGIN_FIELDS, tag_field="ph", tag="B", gc=False,
                                             namespace={"__post_init__": note_begin})
-        event = Union[(CompleteEvent, self.begin_type, EndEvent) + _OTHER_EVENTS]  # type: ignore[valid-type]
+        event = Union[(CompleteEvent, self.begin_type, EndEvent, InstantEvent) + _OTHER_EVENTS]  # type: ignore[valid-type]
         trace = msgspec.defstruct("Trace", [("traceEvents", list[event])] + [(k, Any, None) for k in META_KEYS])
         self.object_form = msgspec.json.Decoder(trace)
         self.array_form = msgspec.json.Decoder(list[event])
@@ -250,7 +273,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
             if isinstance(data, mmap.mmap):
                 data.close()  # unmap the text before the columns are made: they never need both
             del data
-            columns, n_events = extract(complete), len(events)
+            columns, n_events = extract(complete, memory_events(events)), len(events)
             _keep_or_drop(events, complete)
             del events, complete
     finally:
@@ -336,6 +359,11 @@ def _complete_events(events: list, has_begin: bool, begin_type) -> list:
     return complete
 
 
+def memory_events(events: list) -> list:
+    """The ``[memory]`` instant events among the decoded events, in trace order."""
+    return [e for e in events if e.__class__ is InstantEvent and e.name == MEMORY_EVENT_NAME]
+
+
 def _lenient(data, path, schema: _Schema) -> tuple[list, dict]:
     """The slow path for traces whose fields have unexpected types: decode generically, convert."""
     shown = shorten(path)
@@ -362,6 +390,8 @@ def _lenient(data, path, schema: _Schema) -> tuple[list, dict]:
 
 
 def _lenient_event(d, begin_type):
+    if isinstance(d, dict) and d.get("ph") == "i" and d.get("name") == MEMORY_EVENT_NAME:
+        return _lenient_memory_event(d)
     if not isinstance(d, dict) or d.get("ph") not in ("X", "B", "E"):
         return None
     try:
@@ -379,6 +409,21 @@ def _lenient_event(d, begin_type):
     if d["ph"] == "X":
         return CompleteEvent(name, cat, ts, dur, pid, tid, args)
     return begin_type(name, cat, ts, pid, tid, args)
+
+
+def _lenient_memory_event(d) -> Optional[InstantEvent]:
+    try:
+        ts = float(d.get("ts", 0.0))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    tid = d.get("tid", 0)
+    tid = tid if isinstance(tid, (int, str)) and not isinstance(tid, bool) else str(tid)
+    a = d.get("args") if isinstance(d.get("args"), dict) else {}
+    kw = {f: v for f, key in (("bytes", "Bytes"), ("total_allocated", "Total Allocated"),
+                              ("total_reserved", "Total Reserved"), ("addr", "Addr"), ("device_type", "Device Type"),
+                              ("device_id", "Device Id"))
+          if isinstance(v := a.get(key), (int, float)) and not isinstance(v, bool)}
+    return InstantEvent(MEMORY_EVENT_NAME, ts, tid, MemoryArgs(**kw))
 
 
 def _lenient_args(a) -> Optional[Args]:
@@ -487,7 +532,7 @@ def _second_half_in_child(mm, comma: int, end: int, write_end: int) -> int:
         # B/E pairs that lie wholly in this half pair up here; a pair split between the halves
         # has its B in the first half, which the parent checks (and then falls back)
         complete = _complete_events(events, schema.saw_begin, schema.begin_type)
-        payload = pickle.dumps((extract(complete), len(events)), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((extract(complete, memory_events(events)), len(events)), protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write_end, "wb") as f:
             f.write(payload)
         return 0
@@ -513,7 +558,7 @@ def _first_half(mm, start: int, comma: int) -> Optional[tuple[Columns, dict, int
         return None
     complete = _complete_events(events, False, schema.begin_type)
     _keep_or_drop(events, complete)
-    return extract(complete), meta, len(events)
+    return extract(complete, memory_events(events)), meta, len(events)
 
 
 def _tail_keys(tail: bytes) -> dict:

@@ -23,7 +23,7 @@ from common.knobs import RunKnobs
 from common.report import names as trace_names
 from common.report.columns import Columns, Group
 from common.report.inputs import shorten
-from common.report.lanes import CpuLane, DeviceLane
+from common.report.lanes import CpuLane, DeviceLane, MemoryLane
 from common.report.load import Loaded
 from common.report.plausible import drop_impossible, sane_device_properties
 
@@ -70,6 +70,7 @@ class Model:
     names: tuple  # name id -> str
     cpu: CpuLane  # CPU events (sorted by thread, then time) with their call tree
     dev: DeviceLane  # device events (kernel/memcpy/memset) with their launch, op and category
+    mem: MemoryLane  # the [memory] events (allocations and frees), by time
     gpu_annotations: tuple  # (name, start, dur)
     overheads: tuple  # (name, start, dur, pid, tid)
     devices: dict  # device id -> deviceProperties entry
@@ -113,6 +114,7 @@ def build(loaded: Loaded) -> Model:
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
     dev = _device_lane(columns, t0, cpu, steps, devices)
+    mem = _memory_lane(columns.memory, t0, cpu)
     names = tuple(columns.names)
     gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)
     overheads = tuple((n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads)
@@ -124,7 +126,7 @@ def build(loaded: Loaded) -> Model:
         path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
         n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
         notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes), t0=t0,
-        window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev,
+        window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
     _tick("model built")
@@ -299,6 +301,20 @@ def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps, devices: dict) -> D
                       launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names),
                       step=_device_steps(steps, ts, launch, cpu),
                       blocks_per_sm=_blocks_per_sm(c.dev_device, c.dev_blocks, c.dev_blocks_per_sm, devices))
+
+
+def _memory_lane(records: list, t0: float, cpu: CpuLane) -> MemoryLane:
+    """The [memory] events by time (stable), their times relative to t0 and their threads as CPU-lane indices."""
+    if not records:
+        empty = np.empty(0)
+        return MemoryLane(0, empty, np.empty(0, np.int64), *(empty,) * 6)
+    ts, tids, *numbers = zip(*records)
+    ts = np.array(ts, dtype=np.float64)
+    order = np.argsort(ts, kind="stable")
+    index = {str(tid): i for i, tid in enumerate(cpu.threads)}  # old traces write the ops' tid as text
+    thread = np.array([index.get(str(tid), -1) for tid in tids], dtype=np.int64)
+    columns = [np.array(values, dtype=np.float64)[order] for values in numbers]
+    return MemoryLane(len(records), ts[order] - t0, thread[order], *columns)
 
 
 def _blocks_per_sm(device: np.ndarray, blocks: np.ndarray, bps: np.ndarray, devices: dict) -> np.ndarray:

@@ -31,7 +31,8 @@ def drop_impossible(columns: Columns) -> tuple[Columns, list[str]]:
     notes = []
     bad_time = ~np.isfinite(columns.ts) | ~np.isfinite(columns.dur) | (np.abs(columns.ts) > MAX_ABS_TS_US) | \
         (columns.dur > MAX_EVENT_US)
-    bad_side_lanes = sum(not _plausible(e[1], e[2]) for e in [*columns.gpu_annotations, *columns.overheads])
+    bad_side_lanes = sum(not _plausible(e[1], e[2]) for e in [*columns.gpu_annotations, *columns.overheads]) + \
+        sum(not _plausible(e[0], 0.0) for e in columns.memory)
     if bad_time.any() or bad_side_lanes:
         notes.append(f"dropped {int(bad_time.sum()) + bad_side_lanes:,} event(s) whose time cannot be true (not a number, or a "
                      f"duration over a week)")
@@ -71,6 +72,7 @@ def _keep_events(columns: Columns, keep: np.ndarray) -> Columns:
         dev_shared_memory=columns.dev_shared_memory[keep_device], dev_bytes=columns.dev_bytes[keep_device],
         gpu_annotations=[a for a in columns.gpu_annotations if _plausible(a[1], a[2])],
         overheads=[o for o in columns.overheads if _plausible(o[1], o[2])],
+        memory=[r for r in columns.memory if _plausible(r[0], 0.0)],
     )
 
 

@@ -143,3 +143,19 @@ def grouped_steps(plot_id: str, title: str, a: list[float], b: list[float], ylab
     ax.set_ylabel(f"{ylabel} ({unit})")
     ax.legend(frameon=False)
     return Plot(plot_id, title, _svg(fig, {}), dict(a_us=a, b_us=b))
+
+
+def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, int]]]) -> Plot:
+    """Allocated bytes over time, one step line per device (``curves``: device -> [(µs, bytes)])."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
+    top = max((b for points in curves.values() for _, b in points), default=0)
+    scale, unit = next(((s, u) for s, u in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")) if top >= s),
+                       (1, "B"))
+    t_scale, t_unit = _ms_or_us([t for points in curves.values() for t, _ in points])
+    for device, points in curves.items():
+        ax.step([t / t_scale for t, _ in points], [b / scale for _, b in points], where="post", label=device)
+    ax.set_xlabel(f"time from the window's start ({t_unit})")
+    ax.set_ylabel(f"allocated ({unit})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return Plot(plot_id, title, _svg(fig, {}), dict(curves={d: [list(p) for p in pts] for d, pts in curves.items()}))

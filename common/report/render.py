@@ -51,6 +51,21 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 - ``guess``: null, or the lesson's guess against its annotation's typical call: ``{annotation, source,
   calls, alike, on_device, rows: [{status: missing|not guessed|as guessed, expected, seen: {op, kernel,
   via}}]}``, mismatches first
+- ``memory``: null unless the trace holds ``[memory]`` events (``--profile-memory``; definitions in
+  :mod:`.memory` and :mod:`.memory_ops`): ``devices`` (per device: ``device`` (``CPU``, ``GPU0``),
+  ``totals`` (``recorded`` | ``reconstructed`` from Bytes in old traces), ``events``,
+  ``peak_allocated_bytes``, ``peak_at_us``, ``peak_reserved_bytes``, ``allocations_in_window``,
+  ``allocated_bytes_in_window``, ``frees_in_window``, ``freed_bytes_in_window``,
+  ``allocated_at_window_end_bytes``, ``live_at_window_end`` and ``live_at_window_end_bytes`` (the
+  window's allocations not freed by its end; null without addresses), ``curve`` (``[[us, bytes]]``, at
+  most 2,000 points)), ``annotations`` (per annotation name and device: ``name``, ``device``, ``calls``,
+  ``allocations_per_call``, ``allocated_bytes_per_call``, ``net_bytes_per_call``,
+  ``largest_allocation_bytes``, ``largest_sizes`` (``[[bytes, per call]]``), ``ops`` (the ops directly
+  under it: ``name``, ``allocations_per_call``, ``bytes_per_call``, ``largest_bytes``),
+  ``allocated_bytes_of_calls``, ``allocated_at_call_end_bytes``, ``step_of_calls`` (per call)), ``ops``
+  (TensorBoard's Memory view, per device and op: ``device``, ``name``, ``calls``, ``size_increase_bytes``,
+  ``self_size_increase_bytes``, ``allocation_count``, ``self_allocation_count``, ``allocation_bytes``,
+  ``self_allocation_bytes``)
 - ``findings``: ``[{rule, level, message, hint, evidence}]``
 - ``notes``: list of strings
 """
@@ -63,6 +78,7 @@ from pathlib import Path
 from common.commands import display_path, uv_run
 from common.report import names as trace_names
 from common.report.model import BREAKDOWN_KEYS
+from common.report.render_memory import memory_json, render_memory, short_line
 from common.report.tables import Tables
 from common.report.render_guess import guess_table
 from common.report.rules import Finding
@@ -120,6 +136,7 @@ def to_json(t: Tables, findings: list[Finding]) -> dict:
         ops=[asdict(o) for o in t.ops],
         phases=[p.to_json() for p in t.phases],
         guess=t.guess.to_json() if t.guess is not None else None,
+        memory=memory_json(t),
         findings=[f.to_json() for f in findings],
         notes=list(t.model.notes),
     ))
@@ -374,6 +391,7 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
             row = [escape(o.name[:70]), f"{o.calls:,}", fmt_us(o.cpu_total_us), fmt_us(o.self_cpu_us)]
             table.add_row(*row + ([fmt_us(o.self_device_us)] if t.has_gpu else []))
         console.print(table)
+    render_memory(t, console)
 
     guessed = guess_table(t)
     if guessed is not None:
@@ -397,6 +415,8 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
     guessed = guess_table(t)
     if guessed is not None:
         console.print(guessed)
+    if t.memory is not None:
+        console.print("  " + escape(short_line(t)))
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those
     console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))

@@ -26,6 +26,7 @@ from common.report.gpus import Gpu
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
+from common.report.memory import Memory, memory_of
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
@@ -72,6 +73,7 @@ class Tables:
     compile: Optional[agg.CompileFrames]  # torch.compile's frames
     subtrees: dict  # {op: subtrees.Subtree}: what ran inside the ops Part 3 reads (masked_fill, SDPA)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
+    memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -122,7 +124,7 @@ def build_tables(m: Model) -> Tables:
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
-        guess=_guess_check(m))
+        guess=_guess_check(m), memory=memory_of(m))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

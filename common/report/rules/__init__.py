@@ -10,7 +10,7 @@ The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or com
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
 the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
 CUDA graphs), :mod:`.phases` (per annotation), :mod:`.guess` (the lesson's guess against what ran),
-:mod:`.attention` (Part 3); judgements several themes share are in :mod:`.judge`.
+:mod:`.attention` (Part 3), :mod:`.memory` (allocations, --profile-memory); judgements several themes share are in :mod:`.judge`.
 A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
 findings is decided.
 """
@@ -51,6 +51,7 @@ def in_window(t, spans) -> tuple:
 # The theme modules import Finding from here: defined above, before they are imported.
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
+from common.report.rules import memory  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -89,6 +90,8 @@ RULES: list = [
     attention.causal_mask_rebuilt,
     attention.safe_softmax,
     attention.fused_attention,
+    memory.attention_scores_memory,
+    memory.kv_cache_growth,
 ]
 
 STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule that crashes raises (the tests set it)
