@@ -200,6 +200,22 @@ def write_json(obj, dest: str | None) -> None:
     print(f"wrote {display_path(dest)} ({decimal(len(data))} of JSON)")
 
 
+def _job(args, paths: list) -> int:
+    """The job report: read the job, then write its JSON (``{"schema", "ranks"}``, to ``-o`` or
+    stdout) or print it (``--short``: the lessons' compact form)."""
+    from common.report.ranks import read_ranks
+    from common.report.render_ranks import render_job, render_job_short, to_json
+
+    job = read_ranks(paths, parallel=True, max_bytes=args.max_size)
+    if args.json:
+        write_json({"schema": "common.report/1", "ranks": to_json(job)}, args.output)
+        return 0
+    from rich.console import Console
+
+    (render_job_short if args.short else render_job)(job, Console())
+    return 0
+
+
 @exit_on_bad_input
 def run(argv=None, from_shell: bool = False) -> int:
     args = parse_args(argv)
@@ -218,10 +234,7 @@ def run(argv=None, from_shell: bool = False) -> int:
     job = job_inputs(args.traces)
     if job is not None:  # a folder, or several ranks' traces: one report over the job
         check_job_outputs(args, job)
-        from common.report.render_ranks import report_job
-
-        return report_job(job, short=args.short, json=args.json, json_dest=args.output, write_json=write_json,
-                          max_bytes=args.max_size)
+        return _job(args, job)
     from common.report import analyze
 
     results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]

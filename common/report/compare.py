@@ -83,7 +83,7 @@ def _range(low: float, high: float) -> str:
     return f"{low / scale:.4g}-{high / scale:.4g} {unit}"
 
 
-def _verdict(what: str, side: dict | None) -> str | None:
+def verdict(what: str, side: dict | None) -> str | None:
     """``CPU per step: B's median is 0.38x A's (...), inside the noise: ...``."""
     if side is None or side["ratio"] is None:
         return None
@@ -143,7 +143,7 @@ def render_compare(c: dict, console) -> None:
     console.print(_step_table(c, with_device))
     if with_device:
         console.print(f"kernels per step (median): A {s['a_kernels_per_step']:g}, B {s['b_kernels_per_step']:g}")
-    for line in filter(None, (_verdict("CPU", s["cpu"]), _verdict("device", s["device"]))):
+    for line in filter(None, (verdict("CPU", s["cpu"]), verdict("device", s["device"]))):
         console.print(line)
     k = c["kernels"]
     if k["both"] or k["only_a"] or k["only_b"]:

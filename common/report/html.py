@@ -33,12 +33,6 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
-def _plain(markup: str) -> str:
-    from rich.text import Text
-
-    return Text.from_markup(markup).plain
-
-
 def _figure(plot: Plot) -> str:
     data = html.escape(json.dumps(plot.data, separators=(",", ":")), quote=True)
     return (f'<figure id="{plot.id}" data-plot="{data}"><figcaption>{html.escape(plot.title)}</figcaption>'
@@ -113,11 +107,12 @@ def spread_plot(t: Tables) -> Plot | None:
 
 
 def _header(t: Tables) -> str:
-    from common.report.render import header_lines, headline_lines
+    from common.commands import display_path
+    from common.report.render import header_facts, headline_lines
 
-    lines = [_plain(x) for x in header_lines(t)]
-    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:] + [_plain(x) for x in headline_lines(t)])
-    return f'<h1>Trace report</h1><div class="path">{html.escape(lines[0])}</div><ul class="numbers">{items}</ul>'
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in header_facts(t) + headline_lines(t))
+    return (f'<h1>Trace report</h1><div class="path">{html.escape(display_path(t.model.path))}</div>'
+            f'<ul class="numbers">{items}</ul>')
 
 
 def _steps_table(t: Tables) -> str:
@@ -183,9 +178,9 @@ def render_compare_html(c: dict) -> str:
                                            [s["a_device_us"] or 0.0 for s in steps if s["a_device_us"] is not None],
                                            [s["b_device_us"] or 0.0 for s in steps if s["b_device_us"] is not None],
                                            "device time")))
-    from common.report.compare import _verdict
+    from common.report.compare import verdict
 
-    verdicts = [v for v in (_verdict("CPU", c["summary"]["cpu"]), _verdict("device", c["summary"]["device"])) if v]
+    verdicts = [v for v in (verdict("CPU", c["summary"]["cpu"]), verdict("device", c["summary"]["device"])) if v]
     parts += [f"<p>{html.escape(v)}</p>" for v in verdicts]
     k = c["kernels"]
     rows = [["both", trace_names.short_name(r["name"], 70), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
