@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from common import output
+from common.checks import row_count
 from common.commands import display_path
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
@@ -51,16 +52,6 @@ def _size(text: str) -> int:
     return value
 
 
-def _top(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("--top must be 1 or more")
-    return value
-
-
 def build_parser() -> CommandParser:
     p = CommandParser(
         prog="uv run -m common.report",
@@ -78,7 +69,7 @@ def build_parser() -> CommandParser:
                    help="also write a copy of the TRACE (.json or .json.gz by OUT's name) with the findings on a "
                         "'Findings' track, for Perfetto")
     p.add_argument("--short", action="store_true", help="the compact form: header, headline numbers, findings")
-    p.add_argument("--top", type=_top, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
+    p.add_argument("--top", type=row_count, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
     p.add_argument("--max-size", "--max_size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                    help=f"read at most SIZE bytes of JSON per trace (default: {DEFAULT_MAX_BYTES >> 30}G)")
     return p
