@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from common import cpu, output
+from common.checks import positive_float, positive_int, thread_count  # noqa: F401 - the lessons' flags use them
 from common.commands import display_path, uv_run
 from common.errors import BadInput, CommandParser, fail, run_command
 from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
@@ -48,8 +49,6 @@ TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --d
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
 WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the posts)
 MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this share of free memory
-MAX_INT = 2**63 - 1  # a whole-number flag beyond this fits no tensor dimension (int64)
-MAX_THREADS = 1024  # --threads beyond this is a typo, not a machine
 
 
 class _Parser(CommandParser):
@@ -78,37 +77,6 @@ class _Parser(CommandParser):
         return super().add_argument(*spellings, **kwargs)
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{_short_number(value)} must be positive")
-    if value > MAX_INT:
-        raise argparse.ArgumentTypeError(f"{_short_number(value)} is too large (at most 2^63-1, and a size "
-                                         "this large would not fit in memory anyway)")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
-    return value
-
-
-def thread_count(text: str) -> int:
-    value = positive_int(text)
-    if value > MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"{_short_number(value)} threads is more than any CPU here runs "
-                                         f"(at most {MAX_THREADS})")
-    return value
-
-
 def trace_folder(text: str) -> Path:
     """--trace_dir: a folder the run can create or fill, checked before torch is imported (nothing is
     created until the files are written)."""
@@ -117,12 +85,6 @@ def trace_folder(text: str) -> Path:
     except BadInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return Path(text)
-
-
-def _short_number(value: int) -> str:
-    """A number for a message: ``12345``, or ``about 10^160`` when it has too many digits to read."""
-    digits = len(str(abs(value)))
-    return str(value) if digits <= 20 else f"about {'-' if value < 0 else ''}10^{digits - 1}"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ import argparse
 import errno
 import getpass
 import http.server
-import math
 import os
 import signal
 import socket
@@ -37,6 +36,7 @@ from rich.markup import escape
 from rich.filesize import decimal
 from rich.table import Table
 
+from common.checks import seconds
 from common.commands import display_path, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.report.inputs import shorten
@@ -314,21 +314,6 @@ def list_traces(root: Path, console: Console | None = None) -> int:
 # ----------------------------------------------------------------------------- the command
 
 
-MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: beyond it, leave --timeout out (wait until Ctrl-C)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:  # nan, inf and 1e400 would never time out
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
-    if value > MAX_TIMEOUT_S:
-        raise argparse.ArgumentTypeError(f"{text} s is more than a week; leave --timeout out to wait until Ctrl-C")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="uv run -m common.view", description=__doc__.split("\n\n")[0],
                       usage="%(prog)s TRACE [options]  |  %(prog)s --list [DIR]")
@@ -338,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="list the traces under the folder given (default: traces) instead, newest first")
     p.add_argument("--port", type=int, default=PORT, help=f"port on 127.0.0.1 (default: {PORT}, the UI's)")
     p.add_argument("--no-browser", "--no_browser", action="store_true", help="only print the link")
-    p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="give up when nothing fetched the trace within SECONDS (default: wait)")
     p.add_argument("--allow-origin", "--allow_origin", action="append", default=[], metavar="ORIGIN",
                    help=f"also let this page origin fetch the trace (e.g. a self-hosted UI); {UI_ORIGIN} always can")

@@ -46,8 +46,8 @@ def test_comm_comp_overlap_is_htas(tmp_path, name):
     from conftest import DATA_TRACES
 
     from common.report import model_of as analyze
-    from common.report.ranks import hta_overlap_pct
 
     shutil.copy(DATA_TRACES / "hta" / name, tmp_path)  # HTA reads every trace in the folder
     theirs = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_comm_comp_overlap(visualize=False)
-    assert abs(hta_overlap_pct(analyze(tmp_path / name).model) - float(theirs["comp_comm_overlap_pctg"].iloc[0])) < 0.01
+    ours = analyze(tmp_path / name).numbers.gpu.comm_comp_overlap_pct
+    assert abs(ours - float(theirs["comp_comm_overlap_pctg"].iloc[0])) < 0.01

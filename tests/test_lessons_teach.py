@@ -60,6 +60,18 @@ def test_warm_runs_never_get_the_warm_up_advice(runs, key):
     assert "warm up" not in runs[key].stdout.lower().replace("warm-up on", "")
 
 
+@pytest.mark.parametrize("key", ["01_compile", "02_compile", "03_compile"])
+def test_compiled_runs_never_get_the_compile_advice(runs, key):
+    """--compile: no hint tells the run to try torch.compile; where a pattern still shows (size 64 is
+    overhead-bound compiled or not), the hint says what to look at in the compiled run instead."""
+    f = findings(trace(runs[key]))
+    assert f, "the report found nothing to check"
+    for finding in f.values():
+        assert "torch.compile" not in finding["hint"], (finding["rule"], finding["hint"])
+    if "overhead_bound" in f:
+        assert "already compiled" in f["overhead_bound"]["hint"]
+
+
 def test_a_cold_run_gets_the_warm_up_advice(runs):
     """--schedule 0,0,5 without --warmup: step #0 is the workload's very first call."""
     f = findings(trace(runs["01_cold_sched"]))

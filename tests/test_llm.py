@@ -280,6 +280,13 @@ def test_compile_dynamic_cache_went_dynamic_and_the_report_says_so(llm_runs):
     assert "dynamic shapes" in went["message"] and "recompiles" not in findings
 
 
+@pytest.mark.parametrize("key", ["compile_dynamic", "compile_static"])
+def test_compiled_llm_runs_never_get_the_compile_advice(llm_runs, key):
+    """--compile (05_llm.py warms up by default): no hint says to try torch.compile or to warm up."""
+    for f in report_json(trace_of(ok(llm_runs[key])))["findings"]:
+        assert "torch.compile" not in f["hint"] and "warm up" not in f["hint"], (f["rule"], f["hint"])
+
+
 def test_compile_static_cache_one_graph_for_every_decode(llm_runs):
     """L.5: with a static cache one compiled graph (region 0/0, one CompiledFxGraph hash) serves every decode
     step after warm-up: no recompiles in the profiled steps."""

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from common import output
+from common.checks import row_count
 from common.commands import display_path
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
@@ -52,16 +53,6 @@ def _size(text: str) -> int:
     return value
 
 
-def _top(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("--top must be 1 or more")
-    return value
-
-
 def build_parser() -> CommandParser:
     p = CommandParser(
         prog="uv run -m common.report",
@@ -82,7 +73,7 @@ def build_parser() -> CommandParser:
     p.add_argument("--glance", action="store_true",
                    help="one line per trace (TRACEs, and every trace under a folder): variant, ops and work per "
                         "call, time per call, its lesson")
-    p.add_argument("--top", type=_top, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
+    p.add_argument("--top", type=row_count, default=None, metavar="N", help=f"kernel rows to show (default: {DEFAULT_TOP})")
     p.add_argument("--max-size", "--max_size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                    help=f"read at most SIZE bytes of JSON per trace (default: {DEFAULT_MAX_BYTES >> 30}G)")
     return p
@@ -207,6 +198,22 @@ def write_json(obj, dest: str | None) -> None:
     print(f"wrote {display_path(dest)} ({decimal(len(data))} of JSON)")
 
 
+def _job(args, paths: list) -> int:
+    """The job report: read the job, then write its JSON (``{"schema", "ranks"}``, to ``-o`` or
+    stdout) or print it (``--short``: the lessons' compact form)."""
+    from common.report.ranks import read_ranks
+    from common.report.render_ranks import render_job, render_job_short, to_json
+
+    job = read_ranks(paths, parallel=True, max_bytes=args.max_size)
+    if args.json:
+        write_json({"schema": "common.report/1", "ranks": to_json(job)}, args.output)
+        return 0
+    from rich.console import Console
+
+    (render_job_short if args.short else render_job)(job, Console())
+    return 0
+
+
 @exit_on_bad_input
 def run(argv=None, from_shell: bool = False) -> int:
     args = parse_args(argv)
@@ -227,10 +234,7 @@ def run(argv=None, from_shell: bool = False) -> int:
     job = job_inputs(args.traces)
     if job is not None:  # a folder, or several ranks' traces: one report over the job
         check_job_outputs(args, job)
-        from common.report.render_ranks import report_job
-
-        return report_job(job, short=args.short, json=args.json, json_dest=args.output, write_json=write_json,
-                          max_bytes=args.max_size)
+        return _job(args, job)
     from common.report import analyze
 
     results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]

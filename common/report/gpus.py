@@ -63,13 +63,26 @@ def gpu_of(device_properties, device_id=None) -> Gpu:
     chosen = next((p for p in props if p.get("id") == device_id), props[0] if props else {})
     name = chosen.get("name") if isinstance(chosen.get("name"), str) else None
     major, minor = _int(chosen.get("computeMajor")), _int(chosen.get("computeMinor"))
-    if name and any(w in name for w in _AMD_WORDS):
+    if name and is_amd(name):
         vendor = "amd"
     elif major is not None:
         vendor = "nvidia"
     else:
         vendor = "unknown"
     return Gpu(name, vendor, major, minor)
+
+
+def is_amd(name) -> bool:
+    """An AMD GPU, by its name (its deviceProperties' computeMajor 9 is gfx9, not sm_90)."""
+    return any(w in str(name) for w in _AMD_WORDS)
+
+
+def describe_device(name, device_id, num_sms, compute_capability: Optional[str]) -> str:
+    """The report's words for a GPU of deviceProperties: ``NVIDIA A100-SXM4-40GB (108 SMs, sm_80)``,
+    an AMD GPU's compute units (``(104 CUs)``), or ``unnamed GPU 0``."""
+    extra = (f" ({num_sms} CUs)" if is_amd(name) and num_sms else
+             f" ({num_sms} SMs, sm_{compute_capability.replace('.', '')})" if num_sms and compute_capability else "")
+    return f"{name or 'unnamed GPU ' + str(device_id)}{extra}"
 
 
 def _int(value) -> Optional[int]:

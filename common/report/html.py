@@ -33,12 +33,6 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
-def _plain(markup: str) -> str:
-    from rich.text import Text
-
-    return Text.from_markup(markup).plain
-
-
 def _figure(plot: Plot) -> str:
     data = html.escape(json.dumps(plot.data, separators=(",", ":")), quote=True)
     return (f'<figure id="{plot.id}" data-plot="{data}"><figcaption>{html.escape(plot.title)}</figcaption>'
@@ -113,11 +107,12 @@ def spread_plot(t: Tables) -> Plot | None:
 
 
 def _header(t: Tables) -> str:
-    from common.report.render import header_lines, headline_lines
+    from common.commands import display_path
+    from common.report.render import header_facts, headline_lines
 
-    lines = [_plain(x) for x in header_lines(t)]
-    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:] + [_plain(x) for x in headline_lines(t)])
-    return f'<h1>Trace report</h1><div class="path">{html.escape(lines[0])}</div><ul class="numbers">{items}</ul>'
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in header_facts(t) + headline_lines(t))
+    return (f'<h1>Trace report</h1><div class="path">{html.escape(display_path(t.model.path))}</div>'
+            f'<ul class="numbers">{items}</ul>')
 
 
 def _steps_table(t: Tables) -> str:

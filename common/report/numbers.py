@@ -32,6 +32,7 @@ class GpuNumbers:
     memsets: int
     launches_correlated: int
     streams: int
+    comm_comp_overlap_pct: Optional[float] = None  # HolisticTraceAnalysis's (:mod:`.overlap`); None without NCCL kernels
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,11 @@ from typing import Optional
 
 import numpy as np
 
+from common.report.job import CollectiveCount, JobReport, RankSummary, StepRow, StepTimes, Straggler
 from common.report.job_files import RankFile, read_job
 from common.report.intervals import Intervals
 from common.report.model import ANNOTATION, OP, STEP_RE, Model
+from common.report.overlap import intersection, kernel_types
 from common.report.tables import Tables
 from common.report.units import fmt_us
 
@@ -56,16 +58,6 @@ _COLLECTIVE_NAME = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 
 
 # ----------------------------------------------------------------------------- one rank
-
-
-@dataclass(frozen=True)
-class StepTimes:
-    number: Optional[int]
-    wall_us: float
-    compute_us: float
-    communication_us: float
-    overlap_us: float
-    idle_us: float
 
 
 @dataclass(frozen=True)
@@ -89,72 +81,11 @@ class RankTrace:
     overlap_pct: Optional[float]  # HTA's comm/comp overlap (GPU), or its CPU analogue
 
 
-def hta_kernel_type(name: str) -> str:
-    """HolisticTraceAnalysis's kernel types, by name: communication, memory, computation, other."""
-    if name.startswith("nccl") and "Kernel" in name[4:]:
-        return "communication"
-    if name.startswith(("Memcpy", "Memset", "dma")):
-        return "memory"
-    if "Memcpy" in name or "Sync" in name:
-        return "other"
-    return "computation"
-
-
-def _kernel_types(m: Model) -> np.ndarray:
-    """HTA's type of every device event, as a code (0 communication, 1 memory, 2 computation, 3 other)."""
-    codes = {"communication": 0, "memory": 1, "computation": 2, "other": 3}
-    by_name = np.full(len(m.names), 3, dtype=np.int8)
-    for nid in np.unique(m.dev.name).tolist():
-        by_name[nid] = codes[hta_kernel_type(m.names[nid])]
-    return by_name[m.dev.name]
-
-
-def _hta_selection(m: Model) -> np.ndarray:
-    """The device events HTA keeps: launched by a correlated runtime call before the last step starts
-    (every device event when the trace has one step or none)."""
-    dev = m.dev
-    if m.window_source != "ProfilerStep" or len(m.steps) < 2:
-        return np.ones(dev.n, dtype=bool)
-    launch = dev.launch
-    when = m.cpu.ts[np.maximum(launch, 0)]
-    return (launch >= 0) & (when < m.steps[-1].start)
-
-
-def intersection(a: Intervals, b: Intervals) -> Intervals:
-    """The times covered by both unions."""
-    if not len(a) or not len(b):
-        return Intervals.empty()
-    points = np.concatenate((a.starts, a.ends, b.starts, b.ends))
-    in_a = np.concatenate((np.ones(len(a)), -np.ones(len(a)), np.zeros(2 * len(b))))
-    in_b = np.concatenate((np.zeros(2 * len(a)), np.ones(len(b)), -np.ones(len(b))))
-    order = np.argsort(points, kind="stable")
-    points, depth_a, depth_b = points[order], np.cumsum(in_a[order]), np.cumsum(in_b[order])
-    both = (depth_a[:-1] > 0) & (depth_b[:-1] > 0) & (points[1:] > points[:-1])
-    return Intervals(points[:-1][both], points[1:][both])
-
-
-def overlap_pct(compute: Intervals, comm: Intervals) -> Optional[float]:
-    """The share of communication time that runs while compute runs; None without communication."""
-    if comm.total <= 0:
-        return None
-    return 100.0 * intersection(compute, comm).total / comm.total
-
-
-def hta_overlap_pct(m: Model) -> Optional[float]:
-    """HolisticTraceAnalysis's ``get_comm_comp_overlap`` for this trace (None without NCCL kernels)."""
-    if not m.dev.n:
-        return None
-    types, keep = _kernel_types(m), _hta_selection(m)
-    ts, end = m.dev.ts, m.dev.end
-    comm, comp = keep & (types == 0), keep & (types == 2)
-    return overlap_pct(Intervals(ts[comp], end[comp]), Intervals(ts[comm], end[comm]))
-
-
 def _lanes(t: Tables, f: RankFile) -> tuple[Intervals, Intervals, Intervals]:
     """(busy, compute, communication) unions over the whole trace (times relative to the window)."""
     m = t.model
     if m.has_gpu:
-        types, ts, end = _kernel_types(m), m.dev.ts, m.dev.end
+        types, ts, end = kernel_types(m), m.dev.ts, m.dev.end
         return (t.gpu_busy, Intervals(ts[types == 2], end[types == 2]),
                 Intervals(ts[types == 0], end[types == 0]))
     cpu = m.cpu
@@ -179,7 +110,7 @@ def _step_times(t: Tables, f: RankFile) -> tuple[tuple[StepTimes, ...], Optional
     steps = tuple(StepTimes(s.number, s.dur, float(per["compute"][i]), float(per["comm"][i]), float(per["both"][i]),
                             max(s.dur - float(per["busy"][i]), 0.0)) for i, s in enumerate(m.steps))
     if m.has_gpu:
-        return steps, hta_overlap_pct(m)
+        return steps, t.numbers.gpu.comm_comp_overlap_pct
     w0, w1 = m.window
     comm_in = comm.covered(w0, w1)
     return steps, (100.0 * both.covered(w0, w1) / comm_in if comm_in > 0 else None)
@@ -207,7 +138,7 @@ def _collectives(m: Model, f: RankFile) -> tuple[Collective, ...]:
     tops = _top_annotations(m)
     if m.has_gpu:
         dev = m.dev
-        rows = np.flatnonzero(_kernel_types(m) == 0)
+        rows = np.flatnonzero(kernel_types(m) == 0)
         rows = rows[np.argsort(dev.ts[rows], kind="stable")]  # in time order: the k-th of each step
         launch = dev.launch[rows]
         when = np.where(launch >= 0, m.cpu.ts[np.maximum(launch, 0)], dev.ts[rows])
@@ -236,65 +167,6 @@ def rank_trace(t: Tables, f: RankFile) -> RankTrace:
 
 
 # ----------------------------------------------------------------------------- the job
-
-
-@dataclass(frozen=True)
-class CollectiveCount:
-    step: Optional[int]  # the ProfilerStep number
-    name: str
-    count: int
-    bytes: Optional[int]  # the messages' total, None when the trace does not say
-
-
-@dataclass(frozen=True)
-class StepRow(StepTimes):
-    """A rank's step times with its wait in collectives, known once every rank is read."""
-
-    wait_us: float
-
-
-@dataclass(frozen=True)
-class RankSummary:
-    """One rank: medians over its profiled steps, each step, and its collectives per step."""
-
-    rank: int
-    path: str
-    step_us: float
-    compute_us: float
-    communication_us: float
-    overlap_us: float
-    idle_us: float
-    wait_us: float
-    overlap_pct: Optional[float]
-    steps: tuple[StepRow, ...]
-    collectives: tuple[CollectiveCount, ...]
-
-
-@dataclass(frozen=True)
-class Straggler:
-    rank: int
-    behind_us: float  # the other ranks' wait per step (median; their mean) minus its own
-    collective: str  # where the others waited most: the collective ...
-    issued_in: Optional[str]  # ... and the annotation it was issued in
-
-
-@dataclass(frozen=True)
-class JobReport:
-    paths: tuple[str, ...]
-    world_size: int
-    backend: Optional[str]
-    on_gpu: bool
-    tag: Optional[str]
-    overlap_basis: str  # "hta" (GPU kernels) or "cpu" (CPU ops and collectives)
-    ranks: tuple[RankSummary, ...]
-    straggler: Optional[Straggler]
-    step_spread_us: float  # the run's noise: the widest range (max - min) of one rank's step times
-    straggler_cannot_tell: Optional[str]  # why no rank is named though one waits least by a tenth of a step
-    notes: tuple[str, ...]
-
-    @property
-    def median_step_us(self) -> float:
-        return statistics.median(r.step_us for r in self.ranks)
 
 
 def _collective_keys(t: RankTrace) -> list:
@@ -444,12 +316,3 @@ def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None 
         traces.append(rank_trace(tables, f))
         del tables
     return job_report(traces)
-
-
-def to_json(job: JobReport) -> dict:
-    """The ``ranks`` section of the report's JSON (keys documented in the README)."""
-    from common.report.units import json_ready
-
-    out = asdict(job)
-    out["median_step_us"] = job.median_step_us
-    return json_ready(out)

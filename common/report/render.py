@@ -84,47 +84,14 @@ from common.report.render_guess import guess_table
 from common.report.rules import Finding
 from common.report.units import fmt_us, json_ready
 
-_VERSION_KEYS = ("torch_version", "pytorch_version", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
-                 "cuda_version", "cudnn_version", "nccl_version", "hip_runtime_version", "rocm_version",
-                 "roctracer_version", "python_version", "schemaVersion")
-
-
-def meta_of(t: Tables) -> dict:
-    gpus = []
-    for d, p in t.model.devices.items():
-        cc = None
-        if p.get("computeMajor") is not None:
-            cc = f"{p.get('computeMajor')}.{p.get('computeMinor', 0)}"
-        gpus.append(dict(id=d, name=p.get("name"), num_sms=p.get("numSms"), compute_capability=cc))
-    versions = {k: t.model.meta[k] for k in _VERSION_KEYS if k in t.model.meta}
-    dist = t.model.meta.get("distributedInfo")
-    return dict(gpus=gpus, versions=versions, distributed=dist if isinstance(dist, dict) else None)
-
-
-def used_gpus(t: Tables) -> list:
-    """The GPUs the trace ran kernels on (deviceProperties lists every GPU of the machine)."""
-    meta = meta_of(t)["gpus"]
-    if not t.has_gpu:
-        return []
-    ids = set(t.model.dev.device.tolist())
-    used = [g for g in meta if g["id"] in ids]
-    return used or meta[:1]
-
-
-def _comm_comp_overlap(t: Tables):
-    """HolisticTraceAnalysis's communication/computation overlap (%), None without NCCL kernels."""
-    from common.report.ranks import hta_overlap_pct
-
-    return hta_overlap_pct(t.model) if t.has_gpu else None
-
-
 def to_json(t: Tables, findings: list[Finding]) -> dict:
     return json_ready(dict(
         schema="common.report/1",
         trace=dict(path=t.model.path, bytes=t.model.size_bytes, file_bytes=t.model.file_bytes, events=t.model.n_events),
-        meta=meta_of(t),
+        meta=dict(gpus=[asdict(g) for g in t.header.gpus], versions=t.header.versions,
+                  distributed=t.header.distributed),
         window=asdict(t.numbers.window),
-        gpu={**asdict(t.numbers.gpu), "comm_comp_overlap_pct": _comm_comp_overlap(t)},
+        gpu=asdict(t.numbers.gpu),
         cpu=asdict(t.numbers.cpu),
         device=asdict(t.numbers.device),
         efficiency=asdict(t.numbers.efficiency),
@@ -151,30 +118,21 @@ def _version(k: str, v) -> str:
     return str(v)
 
 
-def header_lines(t: Tables) -> list[str]:
-    meta = meta_of(t)
+def header_facts(t: Tables) -> list[str]:
+    """The header in plain text, after the trace's path: sizes, device, versions, job, steps."""
     from rich.filesize import decimal
-    from rich.markup import escape
 
-    lines = [f"[bold]{escape(display_path(t.model.path))}[/]",
-             f"{decimal(t.model.file_bytes)} on disk, {decimal(t.model.size_bytes)} of JSON, {t.model.n_events:,} events"]
-    gpus = used_gpus(t)
-    if gpus:
-        g = gpus[0]
-        amd = any(w in str(g.get("name")) for w in ("AMD", "Radeon", "Instinct"))  # computeMajor 9 is gfx9, not sm_90
-        extra = (f" ({g['num_sms']} CUs)" if amd and g.get("num_sms") else
-                 f" ({g['num_sms']} SMs, sm_{g['compute_capability'].replace('.', '')})"
-                 if g.get("num_sms") and g.get("compute_capability") else "")
-        lines.append(f"device: {g['name'] or 'unnamed GPU ' + str(g['id'])}{extra}" + (f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""))
-    elif not t.has_gpu:
-        lines.append("device: none (no device lane: CPU-only trace)")
-    vs = [f"{k.replace('_version', '').replace('_', ' ')} {_version(k, v)}" for k, v in meta["versions"].items()
+    h = t.header
+    lines = [f"{decimal(t.model.file_bytes)} on disk, {decimal(t.model.size_bytes)} of JSON, {t.model.n_events:,} events"]
+    if h.device is not None:
+        lines.append(f"device: {h.device}")
+    vs = [f"{k.replace('_version', '').replace('_', ' ')} {_version(k, v)}" for k, v in h.versions.items()
           if k != "schemaVersion"]
     if vs:
         lines.append("versions: " + ", ".join(vs))
-    if meta["distributed"]:
-        d = meta["distributed"]
-        lines.append("distributed: " + ", ".join(f"{k} {v}" for k, v in d.items() if not isinstance(v, (dict, list))))
+    if h.distributed:
+        lines.append("distributed: " + ", ".join(f"{k} {v}" for k, v in h.distributed.items()
+                                                 if not isinstance(v, (dict, list))))
     if t.model.window_source == "ProfilerStep":
         nums = [s.number for s in t.model.steps]
         span = f"#{nums[0]}..#{nums[-1]}" if len(nums) > 2 else ", ".join(f"#{n}" for n in nums)
@@ -184,13 +142,21 @@ def header_lines(t: Tables) -> list[str]:
     return lines
 
 
+def header_lines(t: Tables) -> list[str]:
+    """The header as rich markup: the trace's path in bold, then :func:`header_facts`."""
+    from rich.markup import escape
+
+    return [f"[bold]{escape(display_path(t.model.path))}[/]"] + [escape(x) for x in header_facts(t)]
+
+
 def headline_lines(t: Tables) -> list[str]:
+    """The headline numbers in plain text, one line each."""
     g, c, d = t.numbers.gpu, t.numbers.cpu, t.numbers.device
     out = []
     if t.has_gpu:
         out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
                    f"HTA: busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, idle {g.idle_pct:.2f}%")
-    overlap = _comm_comp_overlap(t)
+    overlap = g.comm_comp_overlap_pct
     if overlap is not None:
         out.append(f"communication kernels {fmt_us(g.communication_us)}; {overlap:.1f}% of their time overlaps "
                    f"computation kernels (HTA's comm/comp overlap, last step left out as HTA does)")
@@ -361,7 +327,7 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
     from rich.table import Table
 
     console.print(Panel("\n".join(header_lines(t)), title="trace report", expand=False))
-    console.print(_indented(headline_lines(t)))
+    console.print(_indented([escape(x) for x in headline_lines(t)]))
 
     console.print(_steps_table(t))
     if t.phases:
@@ -404,9 +370,8 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
 def render_short(t: Tables, findings: list[Finding], console) -> None:
     """Compact: header, headline numbers, one line per finding (about 10-20 lines)."""
     from rich.markup import escape
-    hdr = header_lines(t)
     console.print(f"[bold]trace report[/] {escape(display_path(t.model.path))}")
-    console.print(_indented(hdr[2:] + headline_lines(t)))
+    console.print(_indented([escape(x) for x in header_facts(t)[1:] + headline_lines(t)]))
     if t.model.window_source == "ProfilerStep" and t.step_rows:
         steps = ", ".join(f"{r.name.replace('ProfilerStep', '')} {fmt_us(r.wall_us)}" for r in t.step_rows[:8])
         console.print(f"  step wall times: {steps}")

@@ -1,4 +1,5 @@
-"""Render a job (:class:`~common.report.ranks.JobReport`) for people: rich text at 80 columns.
+"""Render a job (:class:`~common.report.job.JobReport`): rich text at 80 columns, and the JSON's
+``ranks`` section. The numbers are :mod:`.ranks`'s; this module only prints them.
 
 The full form: what was read, one row per rank (medians per step), the straggler, the collectives
 per step, and each step's wall and wait per rank. The short form (the lesson's last words): the
@@ -8,6 +9,7 @@ rank table and the straggler line.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 from rich import box
@@ -15,8 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from common.commands import display_path, uv_run
-from common.report.ranks import JobReport, RankSummary
-from common.report.units import fmt_us
+from common.report.job import JobReport, RankSummary
+from common.report.units import fmt_us, json_ready
 
 STEP_TABLE_MAX_RANKS = 4  # the per-step table's cells hold two numbers: 4 ranks fit 80 columns
 
@@ -70,14 +72,13 @@ def straggler_line(job: JobReport) -> str:
     if job.straggler_cannot_tell is not None:
         return f"[yellow]straggler: cannot tell[/]: {escape(job.straggler_cannot_tell)}"
     if s is None:
-        waits = [r.wait_us for r in job.ranks]
-        spread = max(waits) - min(waits) if waits else 0.0
-        return (f"[green]no straggler[/]: the ranks' waits in collectives differ by {fmt_us(spread)} per step "
+        return (f"[green]no straggler[/]: the ranks' waits in collectives differ by {fmt_us(job.wait_spread_us)} per step "
                 f"(under a tenth of a step)")
     where = escape(s.collective) + (f" issued in {escape(s.issued_in)}" if s.issued_in else "")
+    share = job.straggler_share_pct
     return (f"[yellow]straggler: rank {s.rank}[/]: the other ranks wait {fmt_us(s.behind_us)} per step for it "
-            f"({100 * s.behind_us / job.median_step_us:.0f}% of a step, beyond the {fmt_us(job.step_spread_us)} "
-            f"the steps vary), in {where}")
+            + (f"({share:.0f}% of a step, beyond the {fmt_us(job.step_spread_us)} the steps vary), "
+               if share is not None else "") + f"in {where}")
 
 
 def collective_lines(r: RankSummary) -> list[str]:
@@ -136,16 +137,8 @@ def render_job_short(job: JobReport, console) -> None:
     console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', *map(Path, job.paths)))}[/]", soft_wrap=True)
 
 
-def report_job(paths: list, *, short: bool, json: bool, json_dest, write_json, max_bytes=None) -> int:
-    """The command line's job report: read the job, then write its JSON (``{"schema", "ranks"}``, to
-    ``json_dest``: a file, or None for stdout) or print it (``short``: the lessons' compact form)."""
-    from common.report.ranks import read_ranks, to_json
-
-    job = read_ranks(paths, parallel=True, max_bytes=max_bytes)
-    if json:
-        write_json({"schema": "common.report/1", "ranks": to_json(job)}, json_dest)
-        return 0
-    from rich.console import Console
-
-    (render_job_short if short else render_job)(job, Console())
-    return 0
+def to_json(job: JobReport) -> dict:
+    """The ``ranks`` section of the report's JSON (keys documented in the README)."""
+    out = asdict(job)
+    out["median_step_us"] = job.median_step_us
+    return json_ready(out)

@@ -23,12 +23,14 @@ from common.report.calls import call_work
 from common.report.cpu_work import CpuWork, split_cpu_work
 from common.report.guessed import GuessCheck, check_guess
 from common.report.gpus import Gpu
+from common.report.header import Header, header_of
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
+from common.report.overlap import hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
@@ -56,6 +58,7 @@ class Tables:
     aligned_steps: AlignedSteps  # the steps as TensorBoard sees them
     gpu_busy: Intervals  # the union of every kernel, memcpy and memset
     gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
+    header: Header  # the GPUs, versions and job the trace names
     # what particular rules read (:mod:`.aggregates`)
     top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
     op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
@@ -115,7 +118,7 @@ def build_tables(m: Model) -> Tables:
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
-        gpu=agg.gpu_of_trace(m), top_op_children=agg.top_op_children(m, ops),
+        gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
         op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
         matmul_runtime_calls=agg.runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
         occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
@@ -142,7 +145,8 @@ def _gpu_union(m: Model) -> Intervals:
 
 
 def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
-    """GPU busy/idle on HolisticTraceAnalysis's definition (over the GPU span), and busy in the window."""
+    """GPU busy/idle on HolisticTraceAnalysis's definition (over the GPU span), busy in the window, and
+    HTA's communication/computation overlap."""
     dev = m.dev
     counts = dict(kernels=int((dev.kind == KERNEL).sum()), memcpys=int((dev.kind == MEMCPY).sum()),
                   memsets=int((dev.kind == MEMSET).sum()), launches_correlated=int((dev.launch >= 0).sum()),
@@ -163,7 +167,7 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
         compute_us=Intervals(dev.ts[compute], dev.end[compute]).total,
         communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
         busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
-        **counts)
+        comm_comp_overlap_pct=hta_overlap_pct(m), **counts)
 
 
 def cpu_numbers(m: Model) -> CpuNumbers:

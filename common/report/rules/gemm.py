@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from common.report import names as trace_names
 from common.report.gpus import Gpu
+from common.report.rules import advice
 from common.report.rules import Finding
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
@@ -145,7 +146,10 @@ def addmm_vs_mm_add(t: Tables):
     if pairs:
         two = "two ops, two kernels" if t.has_gpu else "two ops (two kernels on a GPU)"
         parts.append(f"aten::mm/matmul followed by aten::add {pairs:,}x: {two}")
-    hint = ("nn.Linear / torch.addmm / torch.compile fold the add into one aten::addmm" if pairs else
+    fold = ("nn.Linear / torch.addmm fold the add into one aten::addmm; already compiled, yet the pairs remain: "
+            "find which calls run them (the ops table, the trace)" if advice.compiled(t) else
+            "nn.Linear / torch.addmm / torch.compile fold the add into one aten::addmm")
+    hint = (fold if pairs else
             "the GEMM is the same work as mm's; compare kernel names between eager and compiled runs")
     return Finding("addmm_vs_mm_add", "; ".join(parts), hint,
                    dict(addmm=addmm, addmm_from_linear=from_linear, mm_add_pairs=pairs, bias_seed_copies=seed_copies))

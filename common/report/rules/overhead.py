@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from common.report import names as trace_names
 from common.report.model import STEP_RE
+from common.report.rules import advice
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
 from common.report.tables import Tables
@@ -130,7 +131,8 @@ def _cpu_overhead_bound(t: Tables):
                    f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step: "
                    f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
-                   "tensors) or make fewer calls (torch.compile fuses ops); on a GPU this is the run where the GPU idles",
+                   f"tensors) or make fewer calls ({advice.fuse_ops(t, 'torch.compile fuses ops')}); on a GPU this is "
+                   "the run where the GPU idles",
                    _cpu_work_evidence(t), level="warn", spans=_every_step(t))
 
 
@@ -159,8 +161,8 @@ def overhead_bound(t: Tables):
         return None
     return Finding("overhead_bound", f"overhead-bound: Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)} "
                    f"(device = {100 * dev / cpu:.1f}% of CPU); the GPU is busy {busy:.1f}% of the profiled window",
-                   "make the work bigger (larger or batched tensors), fuse ops (torch.compile), or cut launches "
-                   "(CUDA graphs: torch.compile mode='reduce-overhead')",
+                   advice.joined(["make the work bigger (larger or batched tensors)", advice.fuse_ops(t),
+                                  advice.cut_launches(t)]),
                    dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
                    level="warn", spans=_every_step(t))
 
@@ -229,7 +231,8 @@ def many_calls(t: Tables):
         return None
     return Finding("many_calls", f"{top.name} is called {top.calls:,} times ({per_step:,.0f} per step), "
                    f"{fmt_us(top.cpu_total_us)} CPU in total, {fmt_us(top.cpu_total_us / top.calls)} per call",
-                   "a cheap op called this often adds up: fuse or batch it (foreach/fused optimizers, torch.compile)",
+                   "a cheap op called this often adds up: fuse or batch it (foreach/fused optimizers"
+                   + (")" if advice.compiled(t) else ", torch.compile)"),
                    dict(op=top.name, calls=top.calls, calls_per_step=rounded(per_step),
                         cpu_total_us=rounded(top.cpu_total_us)))
 

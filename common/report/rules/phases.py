@@ -3,6 +3,7 @@ work is overhead-bound."""
 
 from __future__ import annotations
 
+from common.report.rules import advice
 from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
@@ -62,9 +63,10 @@ def overhead_bound_phase(t: Tables):
     else:
         work = ""
     return Finding("overhead_bound_phase", f"{light.name} is overhead-bound: {same}{work}{busy}",
-                   f"the cost of a {light.name} call is the dispatch of its ops, not its work: batch more sequences "
-                   "per call, cut the ops (torch.compile), or replay them as one CUDA graph "
-                   "(torch.compile mode='reduce-overhead' with a static KV cache)",
+                   f"the cost of a {light.name} call is the dispatch of its ops, not its work: " + advice.joined([
+                       "batch more sequences per call", advice.fuse_ops(t, "cut the ops (torch.compile)"),
+                       advice.cut_launches(t, "replay them as one CUDA graph (torch.compile mode='reduce-overhead' "
+                                              "with a static KV cache)")]),
                    dict(phase=light.name, reference=heavy.name, ops_per_call=rounded(light.ops_per_call),
                         reference_ops_per_call=rounded(heavy.ops_per_call), calls=light.calls,
                         us_per_call=rounded(_phase_cost_us(light)), reference_us_per_call=rounded(_phase_cost_us(heavy)),
