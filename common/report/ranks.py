@@ -395,7 +395,7 @@ def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None 
 
 
 def to_json(job: JobReport) -> dict:
-    """The ``ranks`` section of the report's JSON (keys documented in the README)."""
+    """The ``ranks`` section of the report's JSON (keys documented in docs/report.md, "JSON schema")."""
     from common.report.units import json_ready
 
     out = asdict(job)
