@@ -34,7 +34,7 @@ examples:
 --json writes the same content as JSON, with every kernel and op: to stdout, or with -o FILE to
 FILE (never one of the traces read: the same file under any name is refused). One trace gives one
 object; several traces a list of objects; --compare an object with summary/steps/kernels/ops.
-The keys are documented in common/report/render.py.
+The keys are documented in docs/report.md ("JSON schema").
 
 A TRACE is a regular file (or {STDIN} for standard input) of JSON text, gzipped or not: a Kineto
 object with traceEvents, or Chrome's JSON Array format; at most --max-size bytes once decompressed.

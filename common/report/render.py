@@ -1,73 +1,7 @@
 """Render: the report as rich tables for people, as JSON for programs.
 
-JSON schema (``common.report/1``); all times in µs, relative to the window's start; ``null``
-where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-only trace):
-
-- ``schema``: ``"common.report/1"``
-- ``trace``: ``path``, ``bytes`` (JSON text), ``file_bytes``, ``events``
-- ``meta``: ``gpus`` (list of ``{id, name, num_sms, compute_capability}``), ``versions`` (trace-level
-  version keys, e.g. ``cuda_runtime_version``), ``distributed`` (``distributedInfo``)
-- ``window``: ``start_us``, ``end_us``, ``wall_us``, ``source`` (``ProfilerStep`` | ``all events``)
-- ``gpu``: ``busy_us``, ``span_us``, ``idle_us``, ``idle_pct``, ``busy_pct`` (HolisticTraceAnalysis's
-  definition: union of kernel/memcpy/memset intervals over the span from the first GPU event to the
-  last), ``compute_us`` (non-communication kernels), ``communication_us``, ``comm_comp_overlap_pct``
-  (HolisticTraceAnalysis's communication/computation overlap; null without NCCL kernels), ``busy_in_window_us``,
-  ``busy_pct_of_window`` (over the ProfilerStep span), ``kernels``, ``memcpys``, ``memsets``,
-  ``launches_correlated``, ``streams``
-- ``cpu``: ``self_cpu_total_us`` (sum of self times of the CPU events in the window: the profiler
-  table's "Self CPU time total"), ``events``, ``ops``, ``runtime_calls``, ``threads``
-- ``device``: ``self_device_total_us`` (sum of kernel/memcpy/memset durations: "Self CUDA time
-  total"; null, like the other ``device`` keys, on a CPU-only trace), ``self_device_in_steps_us``,
-  ``kernel_total_us``, ``device_to_cpu_ratio``
-- ``efficiency``: TensorBoard's ``gpu_utilization_pct``, ``est_sm_efficiency_pct`` and
-  ``est_achieved_occupancy_pct`` (over its device-aligned steps, the device with the most kernel
-  time; see :mod:`.tensorboard`), ``kernel_weighted_sm_efficiency_pct`` and ``mean_blocks_per_sm``
-  (weighted by kernel time, every kernel), ``tensor_core_pct``, ``kernels_with_launch_args``
-- ``tensorboard``: ``steps`` (``device-aligned`` | ``host``), ``start_us``, ``end_us``, ``wall_us``
-  (the steps' span), ``steps_kept``, ``steps_dropped`` (names), ``devices`` (the three figures per device)
-- ``steps``: one object per host step: ``name``, ``number``, ``start_us``, ``wall_us`` (host side),
-  ``ops``, ``kernels`` (launched in the step), ``device_us``, ``gpu_busy_us``, ``gpu_busy_pct``,
-  ``annotation``, ``annotation_gap_us``, ``first_op``, ``device_aligned_start_us``,
-  ``device_aligned_wall_us`` and ``breakdown`` (TensorBoard's; null for a step it drops)
-- ``breakdown``: ``kernel``, ``memcpy``, ``memset``, ``runtime``, ``dataloader``, ``cpu_exec``,
-  ``other`` (TensorBoard's priority rule, summing to ``total``, the kept steps' device-aligned time)
-- ``categories``: ``[{category, label, time_us, count, pct}]`` (GPU time by kernel category)
-- ``kernels``: one object per kernel name, by total time: ``name``, ``category``, ``calls``,
-  ``total_us``, ``mean_us``, ``min_us``, ``median_us``, ``max_us``, ``share_pct``,
-  ``est_sm_efficiency_pct``, ``mean_blocks_per_sm``, ``est_achieved_occupancy_pct``,
-  ``tensor_cores``, and for the top 200: ``registers_per_thread``, ``shared_memory_bytes``,
-  ``per_step_us``, ``per_step_calls``, ``decoded`` (GEMM or fused-kernel name decoded, or null)
-- ``ops``: every op and annotation name by CPU total: ``name``, ``kind``, ``calls`` (a call whose only
-  child is a call of the same op counts once), ``cpu_total_us``, ``self_cpu_us``, ``self_device_us``
-  (kernels it launched itself), ``device_total_us`` (with its children's), ``kernels``,
-  ``calls_with_device_work``
-- ``phases``: one object per user annotation name (``record_function``; not ProfilerStep#N nor
-  torch.compile's frames), in the order of their first call: ``name``, ``calls``, ``first_us``,
-  ``wall_us`` (all calls), ``mean_us`` (per call, host side), ``ops_per_call`` (CPU ops nested in a
-  call), ``kernels_per_call`` and ``launches_per_call`` (device work launched from inside a call),
-  ``graph_launches_per_call`` (``cudaGraphLaunch``), ``device_us`` and ``device_us_per_call`` (the
-  device time of that work), ``gpu_busy_pct`` (GPU busy while the calls ran, % of their wall time);
-  the device keys are null on a CPU-only trace
-- ``guess``: null, or the lesson's guess against its annotation's typical call: ``{annotation, source,
-  calls, alike, on_device, rows: [{status: missing|not guessed|as guessed, expected, seen: {op, kernel,
-  via}}]}``, mismatches first
-- ``memory``: null unless the trace holds ``[memory]`` events (``--profile-memory``; definitions in
-  :mod:`.memory` and :mod:`.memory_ops`): ``devices`` (per device: ``device`` (``CPU``, ``GPU0``),
-  ``totals`` (``recorded`` | ``reconstructed`` from Bytes in old traces), ``events``,
-  ``peak_allocated_bytes``, ``peak_at_us``, ``peak_reserved_bytes``, ``allocations_in_window``,
-  ``allocated_bytes_in_window``, ``frees_in_window``, ``freed_bytes_in_window``,
-  ``allocated_at_window_end_bytes``, ``live_at_window_end`` and ``live_at_window_end_bytes`` (the
-  window's allocations not freed by its end; null without addresses), ``curve`` (``[[us, bytes]]``, at
-  most 2,000 points)), ``annotations`` (per annotation name and device: ``name``, ``device``, ``calls``,
-  ``allocations_per_call``, ``allocated_bytes_per_call``, ``net_bytes_per_call``,
-  ``largest_allocation_bytes``, ``largest_sizes`` (``[[bytes, per call]]``), ``ops`` (the ops directly
-  under it: ``name``, ``allocations_per_call``, ``bytes_per_call``, ``largest_bytes``),
-  ``allocated_bytes_of_calls``, ``allocated_at_call_end_bytes``, ``step_of_calls`` (per call)), ``ops``
-  (TensorBoard's Memory view, per device and op: ``device``, ``name``, ``calls``, ``size_increase_bytes``,
-  ``self_size_increase_bytes``, ``allocation_count``, ``self_allocation_count``, ``allocation_bytes``,
-  ``self_allocation_bytes``)
-- ``findings``: ``[{rule, level, message, hint, evidence}]``
-- ``notes``: list of strings
+The JSON schema (``common.report/1``) is documented in one place, docs/report.md ("JSON schema"):
+a key added or changed here is written there.
 """
 
 from __future__ import annotations
