@@ -39,6 +39,7 @@ from msgspec import Struct
 
 from common.errors import fail
 from common.knobs import METADATA_KEY, RunKnobs
+from common.printable import printable_all
 from common.report.columns import Columns, extract, merge
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
@@ -257,6 +258,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
         if enabled:
             gc.enable()
     meta, notes = _bounded_meta(meta)
+    meta = printable_all(meta)  # names are data: a control character in a GPU's or host's name is shown escaped
     return Loaded(str(path), size, file_bytes, columns, meta, RunKnobs.from_json(meta.get(METADATA_KEY)), n_events,
                   tuple(notes))
 
