@@ -11,17 +11,20 @@ import os
 import shlex
 from pathlib import Path
 
+from common.printable import printable
+
 ROOT = Path(__file__).resolve().parents[1]  # the project (the package is installed from here)
 
 
 def display_path(path: os.PathLike | str, start: os.PathLike | str | None = None) -> str:
-    """``path`` relative to the current folder (or ``start``) when that is shorter, else absolute."""
+    """``path`` relative to the current folder (or ``start``) when that is shorter, else absolute;
+    :func:`~common.printable.printable` (a control character in a file name is shown escaped)."""
     absolute = Path(path).resolve()
     try:
         relative = os.path.relpath(absolute, start if start is not None else os.curdir)
     except ValueError:  # another drive (Windows)
-        return str(absolute)
-    return relative if len(relative) <= len(str(absolute)) else str(absolute)
+        return printable(str(absolute))
+    return printable(relative if len(relative) <= len(str(absolute)) else str(absolute))
 
 
 def _inside_project(folder: Path) -> bool:

@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Callable, Iterator, NoReturn
 
+from common.printable import printable
+
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
@@ -50,25 +52,8 @@ def fail(message: str) -> NoReturn:
 
 def one_line(text: str) -> str:
     """``text`` on one line: control characters escaped (``\\n``, ``\\t``, ``\\x1b``), and a path's
-    bytes that are not UTF-8 (surrogate escapes) as ``\\xNN``."""
-    out = []
-    for ch in str(text):
-        code = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029\u0085":
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        elif 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's escape of a byte that is not UTF-8
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    bytes that are not UTF-8 (surrogate escapes) as ``\\xNN`` (:func:`common.printable.printable`)."""
+    return printable(text)
 
 
 def error_line(message: str) -> str:

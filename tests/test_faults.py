@@ -323,6 +323,114 @@ def _page_and_json_one_file(d: Path) -> Result:
     (d / "link.json").symlink_to("page.html")
     return report(d, "--json", SMALL_TRACE, "--html", "page.html", "-o", "link.json")
 
+ESCAPE_NAMES = {"op": "\u001b[2J\u001b[31mRED", "annotation": "ann\r\b\x07\u202e[/]x",
+                "kernel": "kern\u202e<script>alert(1)</script>\x9b2J", "gpu": "GPU\u001b[5m"}
+RAW_CONTROL = set(chr(c) for c in range(0x20) if chr(c) not in "\n") | set(map(chr, range(0x7F, 0xA0))) | {"\u202e"}
+
+
+def _escape_trace(d: Path) -> Path:
+    """A trace whose op, annotation, kernel and GPU names hold terminal controls, a bidi override,
+    HTML and rich markup."""
+    evs = [event("ProfilerStep#1", 0, 100, cat="user_annotation"), event(ESCAPE_NAMES["op"], 10, 50),
+           event(ESCAPE_NAMES["annotation"], 5, 80, cat="user_annotation"),
+           event("cudaLaunchKernel", 20, 5, cat="cuda_runtime", correlation=7),
+           event(ESCAPE_NAMES["kernel"], 30, 20, cat="kernel", pid=0, tid=7, correlation=7)]
+    return write_trace(d / "esc\u001b[31m.json", evs, deviceProperties=[{"id": 0, "name": ESCAPE_NAMES["gpu"]}])
+
+
+def _escaped_report(d: Path, *args) -> Result:
+    trace = _escape_trace(d)
+    return report(d, trace, *args)
+
+
+def _escaped_compare(d: Path) -> Result:
+    trace = _escape_trace(d)
+    return report(d, "--compare", trace, trace, "--html", "page.html")
+
+
+def _escaped_job(d: Path) -> Result:
+    for rank in (0, 1):
+        evs = [event("ProfilerStep#1", 0, 100, cat="user_annotation"), event(ESCAPE_NAMES["op"], 10, 50),
+               event("gloo:all_reduce", 60, 20, cat="user_annotation")]
+        write_trace(d / f"job_rank{rank}.json", evs,
+                    distributedInfo={"rank": rank, "world_size": 2, "backend": "gl\u001b[2Joo\u202e"})
+    return report(d, d / "job_rank0.json", d / "job_rank1.json")
+
+
+def shown_escaped(*files: str) -> Callable[[Result], None]:
+    """No raw control character (nor U+202E) in stdout, stderr or the named files; a name shown escaped
+    (``\\x1b[2J``, ``\\u202e``); no name broke out of the HTML."""
+    def check(r: Result) -> None:
+        texts = {"stdout": r.out, "stderr": r.err}
+        texts.update({name: (r.folder / name).read_text(encoding="utf-8") for name in files})
+        for where, text in texts.items():
+            raw = sorted({hex(ord(c)) for c in text if c in RAW_CONTROL})
+            assert raw == [], f"raw control characters in {where}: {raw}"
+        seen = "".join(texts.values()).replace("\\\\", "\\")  # JSON doubles the backslash
+        assert "\\x1b[2J" in seen or "\\u202e" in seen, seen[:3000]  # the op's or the kernel's name, escaped
+        for name in files:
+            if name.endswith(".html"):
+                assert "<script>" not in texts[name] and "alert(1)" in texts[name]
+            if name.endswith(".json"):  # the copy is JSON, and its Findings track is read back escaped
+                assert [e for e in json.loads(texts[name])["traceEvents"] if e.get("cat") == "finding"]
+    return check
+
+
+def _long_trace(d: Path, steps: int = 20_000) -> Path:
+    """``steps`` steps of one op launching one kernel (about 8 MB), every 1,000th step slow."""
+    evs = []
+    for i in range(steps):
+        t = i * 100
+        evs += [event(f"ProfilerStep#{i}", t, 2000 if i % 1000 == 999 else 80, cat="user_annotation"),
+                event("aten::mm", t + 2, 20), event("cudaLaunchKernel", t + 5, 5, cat="cuda_runtime", correlation=i + 1),
+                event("sgemm", t + 12, 30, cat="kernel", pid=0, tid=7, correlation=i + 1)]
+    return write_trace(d / "long.json", evs)
+
+
+def few_points_said(r: Result) -> None:
+    """Each step plot draws at most a few thousand points and says how; the slow steps still show."""
+    from html.parser import HTMLParser
+
+    figures, captions = {}, []
+
+    class Page(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "figure":
+                figures[a["id"]] = json.loads(a["data-plot"])
+
+        def handle_data(self, data):
+            if "buckets" in data:
+                captions.append(data)
+
+    Page().feed((r.folder / "page.html").read_text())
+    breakdown, spread = figures["breakdown"], figures["spread"]["series"]
+    assert len(breakdown["steps"]) == 2000 and max(len(v) for v in breakdown["parts"].values()) == 2000
+    assert max(breakdown["high_us"]) > 10 * min(breakdown["low_us"])  # the slow steps survive the buckets
+    assert all(s["steps"] == 20_000 and len(s["values_us"]) <= 2000 for s in spread)
+    assert "20,000 steps drawn as 2,000 buckets of 10 consecutive steps (mean, and min–max per bucket)" in captions
+    assert "20,000 steps drawn as 1,000 buckets of 20 consecutive steps (min and max per bucket)" in captions
+
+
+def _huge_ts(d: Path) -> Path:
+    """``ts: 1e400`` (valid JSON, beyond a 64-bit float) at byte 52 of the file."""
+    text = '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1e400, "dur": 5, "name": "aten::mm"}]}'
+    assert text.index("1e400") == 52
+    (d / "t.json").write_text(text)
+    return d / "t.json"
+
+
+def _two_runs_of_one_lesson(d: Path) -> Result:
+    """Two launches of one lesson (same tag, world size and backend; two run ids), one rank each."""
+    for rank, run_id in ((0, "run-a"), (1, "run-b")):
+        knobs = {"script": "06_ddp", "tag": f"16_fp32_cold_eager_rank{rank}", "shape": [16], "dtype": "fp32",
+                 "device": "cpu", "warmup": False, "warmup_calls": 0, "compile": False, "compile_mode": "default",
+                 "schedule": {"wait": 0, "warmup": 0, "active": 1, "repeat": 1},
+                 "job": {"id": run_id, "rank": rank, "world_size": 2, "backend": "gloo"}}
+        write_trace(d / f"16_fp32_cold_eager_rank{rank}.json", [event("ProfilerStep#0", 0, 90, cat="user_annotation")],
+                    lesson=knobs)
+    return report(d, d)
+
 
 FAULTS: dict[str, Fault] = {
     # 1. an output that is not a regular file is refused, never replaced; a link's file is replaced, the link kept
@@ -345,6 +453,18 @@ FAULTS: dict[str, Fault] = {
         "are the same file", nothing_in("x.html")),
     "-o and --html one file through a link": Fault(_page_and_json_one_file, 2, "are the same file",
                                                    still("link.json", stat.S_ISLNK)),
+    # 3. a trace's names are data: terminal controls, a bidi override, HTML shown escaped in every renderer
+    "control characters in names: the text report": Fault(lambda d: _escaped_report(d), 0, None, shown_escaped()),
+    "control characters in names: --short": Fault(lambda d: _escaped_report(d, "--short"), 0, None, shown_escaped()),
+    "control characters in names: --json": Fault(lambda d: _escaped_report(d, "--json"), 0, None, shown_escaped()),
+    "control characters in names: --html": Fault(lambda d: _escaped_report(d, "--short", "--html", "page.html"), 0,
+                                                 "wrote", shown_escaped("page.html")),
+    "control characters in names: --annotate": Fault(lambda d: _escaped_report(d, "--short", "--annotate", "a.json"),
+                                                     0, "wrote", shown_escaped("a.json")),
+    "control characters in names: --compare": Fault(_escaped_compare, 0, "wrote", shown_escaped("page.html")),
+    "control characters in names: a job's report": Fault(_escaped_job, 0, None, shown_escaped()),
+    "control characters in a path: the error line": Fault(lambda d: report(d, "no\u001b[2J\u202esuch.json"), 2,
+                                                          "no\\x1b[2J\\u202esuch.json"),
     # 4. a full disk
     "full disk while the lesson exports its trace": Fault(_full_disk_during_export, 2, "the disk is full",
                                                           nothing_in("disk/c"), slow=True),
@@ -364,6 +484,10 @@ FAULTS: dict[str, Fault] = {
     "Ctrl-C while the report writes --annotate": Fault(
         lambda d: signalled(d, module_command("common.report", BIG_TRACE, "--short", "--annotate", d / "a.json.gz"),
                             "write", watch=d), 130, "interrupted", nothing_in("a.json.gz")),
+    # 6. a step TensorBoard drops has no breakdown: the page leaves it out and says so
+    "--html when the step view drops a trailing step": Fault(
+        lambda d: report(d, DATA_TRACES / "hta" / "mi250_rocm_minitoy.json.gz", "--short", "--html", "page.html"), 0,
+        "wrote", lambda r: "ProfilerStep#2 left out" in (r.folder / "page.html").read_text()),
     # 7. standard output that cannot be written
     "--json to /dev/full": Fault(lambda d: report(d, "--json", SMALL_TRACE, stdout="/dev/full"), 2,
                                  "cannot write to standard output (the disk is full"),
@@ -381,6 +505,9 @@ FAULTS: dict[str, Fault] = {
     "view --timeout nan": Fault(lambda d: view(d, "t.json", "--timeout", "nan"), 2, "finite number of seconds"),
     "view --timeout inf": Fault(lambda d: view(d, "t.json", "--timeout", "inf"), 2, "finite number of seconds"),
     "view --timeout 1e400": Fault(lambda d: view(d, "t.json", "--timeout", "1e400"), 2, "finite number of seconds"),
+    # 12. a long trace: the page draws at most a few thousand points per plot, and says so
+    "--html on 20,000 steps": Fault(lambda d: report(d, _long_trace(d), "--short", "--html", "page.html", timeout=300),
+                                    0, "wrote", few_points_said, slow=True),
     # 13. a job (a folder of ranks) has no one page or copy
     "--html with a folder": Fault(lambda d: report(d, DATA_TRACES / "hta", "--html", "x.html"), 2,
                                   "--html draws one trace", nothing_in("x.html")),
@@ -396,6 +523,10 @@ FAULTS: dict[str, Fault] = {
     "a path with a newline": Fault(lambda d: report(d, "no\nsuch.json"), 2, "no\\nsuch.json"),
     "an output path with a newline": Fault(lambda d: report(d, "--json", SMALL_TRACE, "-o", "no\nfolder/x.json"), 2,
                                            "no\\nfolder"),
+    "ts: 1e400": Fault(lambda d: report(d, _huge_ts(d)), 2, 'ts: 1e400 at byte 52 in the event named "aten::mm" is '
+                                                             "a number out of range"),
+    "two runs of one lesson: 2 different jobs": Fault(_two_runs_of_one_lesson, 2,
+                                                      "2 different jobs (run id run-a: rank 0; run id run-b: rank 1)"),
     "--schedule -1,1,3": Fault(lambda d: lesson(d, "--schedule", "-1,1,3"), 2, "WAIT and WARMUP must be 0 or more",
                                nothing_in("traces")),
 }

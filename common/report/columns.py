@@ -13,6 +13,8 @@ from operator import attrgetter
 
 import numpy as np
 
+from common.printable import printable
+
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
 MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
@@ -100,6 +102,20 @@ def factorize(values) -> tuple[np.ndarray, list]:
     return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), uniques
 
 
+def printable_keys(ids: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
+    """``factorize``'s result with every string key :func:`~common.printable.printable` (names are data:
+    a control character in one is shown escaped by every renderer); keys that become equal merge."""
+    shown = [_printable_id(key) for key in uniques]
+    if shown == uniques:
+        return ids, uniques
+    where, merged = factorize(shown)
+    return where[ids] if ids.size else ids, merged
+
+
+def _printable_id(value):
+    return printable(value) if isinstance(value, str) else value
+
+
 def id_array(values, default: int = -1) -> tuple[np.ndarray, int]:
     """Integer ids from a list that may hold None, strings or odd values (-> ``default``), and how
     many were numbers too large to be ids (beyond ``EXACT_ID_LIMIT``, also -> ``default``)."""
@@ -153,13 +169,13 @@ def extract(events: list, memory: list = ()) -> Columns:
     ``[memory]`` instant events (ts, tid, args with bytes, totals, addr, device)."""
     count = len(events)
     group = np.fromiter(map(GROUP_OF_CATEGORY.__getitem__, map(attrgetter("cat"), events)), np.int8, count)
-    name, names = factorize(list(map(attrgetter("name"), events)))
+    name, names = printable_keys(*factorize(list(map(attrgetter("name"), events))))
 
     def pick(rows: np.ndarray) -> list:
         return [events[i] for i in rows.tolist()]
 
     cpu_events = pick(np.flatnonzero(group <= Group.PYTHON))
-    thread, threads = factorize(list(map(attrgetter("tid"), cpu_events)))
+    thread, threads = printable_keys(*factorize(list(map(attrgetter("tid"), cpu_events))))
     corr = np.full(len(cpu_events), -1, dtype=np.int64)
     runtime = np.flatnonzero(group[group <= Group.PYTHON] == Group.RUNTIME)
     corr[runtime], bad_corr = id_array([_arg(cpu_events[i], "correlation") for i in runtime.tolist()])
@@ -173,12 +189,13 @@ def extract(events: list, memory: list = ()) -> Columns:
         group=group, ts=np.fromiter(map(attrgetter("ts"), events), np.float64, count),
         dur=np.fromiter(map(attrgetter("dur"), events), np.float64, count), name=name, names=names,
         thread=thread, threads=threads, corr=corr,
-        dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(attrgetter("tid"), device_events)),
+        dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(_printable_id, map(attrgetter("tid"), device_events))),
         dev_blocks=grid_product(args["grid"]), dev_blocks_per_sm=float_array(args["blocks_per_sm"]),
         dev_occupancy=float_array(args["occupancy"]), dev_registers=float_array(args["registers"]),
         dev_shared_memory=float_array(args["shared_memory"]), dev_bytes=float_array(args["bytes"]),
-        gpu_annotations=[(e.name, e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],
-        overheads=[(e.name, e.ts, e.dur, e.pid, e.tid) for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
+        gpu_annotations=[(printable(e.name), e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],
+        overheads=[(printable(e.name), e.ts, e.dur, _printable_id(e.pid), _printable_id(e.tid))
+                   for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
         memory=[_memory_record(e) for e in memory],
         ids_out_of_range=bad_corr + bad_dev_corr + bad_device,
     )

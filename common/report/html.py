@@ -12,10 +12,10 @@ import html
 import json
 
 from common.report import names as trace_names
-from common.report.model import BREAKDOWN_KEYS
 from common.report.tables import Tables
 from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
 from common.report.rules import Finding
+from common.report.step_series import breakdown_series, spread_series
 from common.report.units import fmt_us
 
 TOP = 12  # bars in a top-N plot
@@ -29,14 +29,15 @@ figure svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: .92em; } td, th { padding: .2em .6em; border-bottom: 1px solid #ddd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .finding { margin: .5em 0; } .warn { color: #a15c00; } .note { color: #246; } .info { color: #265c26; }
-.hint { color: #555; } details pre { white-space: pre-wrap; font-size: .85em; background: #f6f6f6; padding: .5em; }
+.hint, .caption { color: #555; } details pre { white-space: pre-wrap; font-size: .85em; background: #f6f6f6; padding: .5em; }
 """
 
 
 def _figure(plot: Plot) -> str:
     data = html.escape(json.dumps(plot.data, separators=(",", ":")), quote=True)
+    caption = f'<div class="caption">{html.escape(plot.caption)}</div>' if plot.caption else ""
     return (f'<figure id="{plot.id}" data-plot="{data}"><figcaption>{html.escape(plot.title)}</figcaption>'
-            f"{plot.svg}</figure>")
+            f"{plot.svg}{caption}</figure>")
 
 
 def _table(head: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
@@ -56,20 +57,12 @@ def _page(title: str, parts: list[str]) -> str:
 # ----------------------------------------------------------------------------- one trace
 
 
-def _step_labels(t: Tables) -> list[str]:
-    return [t.step_label(i) for i in range(len(t.step_rows))]
-
-
 def breakdown_plot(t: Tables) -> Plot:
-    """Per step: TensorBoard's breakdown on a GPU trace; compute vs dispatch on a CPU-only one."""
-    if t.has_gpu or t.cpu_work is None:
-        parts = {k: [getattr(r.breakdown, k) for r in t.step_rows] for k in BREAKDOWN_KEYS}
-        return stacked_steps("breakdown", "step time breakdown (kernel > memcpy > memset > runtime > dataloader > "
-                             "CPU exec > other)", _step_labels(t), parts)
-    work = t.cpu_work.steps
-    parts = {"compute": [s.compute_us for s in work], "dispatch": [max(s.wall_us - s.compute_us, 0.0) for s in work]}
-    return stacked_steps("breakdown", "step time: the compute ops' own work vs the dispatch around them (CPU)",
-                         _step_labels(t), parts)
+    """Per step (or per bucket of steps, past a few thousand): the breakdown of :mod:`.step_series`."""
+    b = breakdown_series(t)
+    spikes = (list(b.totals.low), list(b.totals.high)) if b.buckets.size > 1 else None
+    return stacked_steps("breakdown", b.title, list(b.labels), {k: list(v) for k, v in b.parts.items()}, spikes,
+                         b.caption)
 
 
 def gpu_plots(t: Tables) -> list[Plot]:
@@ -92,18 +85,13 @@ def ops_plot(t: Tables) -> Plot | None:
 
 def spread_plot(t: Tables) -> Plot | None:
     """The steps' wall times and, on a GPU trace, each top kernel's time per step: mean vs median."""
-    series = []
-    if len(t.step_rows) >= 2:
-        series.append(("steps (wall)", "ProfilerStep wall time", [r.wall_us for r in t.step_rows]))
-    for k in t.kernels[:6]:
-        calls = k.detail.per_step_calls if k.detail is not None else ()
-        if sum(1 for c in calls if c) >= 2:
-            series.append((trace_names.short_name(k.name, 40), k.name,
-                           [us for us, c in zip(k.detail.per_step_us, calls) if c]))
-    if not series:
+    rows = spread_series(t)
+    if not rows:
         return None
+    captions = {r.buckets.caption for r in rows if r.buckets.caption}
     return spread("spread", "per-step times against their median: one slow step pulls the mean (dashed) away "
-                  "from the median", series)
+                  "from the median", [(r.label, r.name, list(r.drawn_us), r.mean_us, r.median_us, r.steps) for r in rows],
+                  "; ".join(sorted(captions)) or None)
 
 
 def _header(t: Tables) -> str:

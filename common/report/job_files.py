@@ -27,8 +27,9 @@ import msgspec
 from common.commands import display_path
 from common.errors import fail
 from common.knobs import JobKnobs, RunKnobs
+from common.printable import printable
 from common.paths import TRACE_SUFFIXES
-from common.report.load import read_bytes
+from common.report.load import json_error, read_bytes
 
 RANK_IN_NAME = re.compile(r"(?:^|[_.-])rank[-_]?(\d+)(?=$|[_.-])")
 CPU_COLLECTIVE_PREFIXES = ("gloo:",)  # a CPU backend's collective, timed on the backend's worker thread
@@ -154,7 +155,7 @@ def read_rank_file(path: Path) -> RankFile:
     except msgspec.ValidationError:
         doc = _loose(data, path)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        fail(f"{path}: not a trace: not JSON ({exc}); a job's folder should hold only its ranks' traces")
+        fail(f"{path}: not a trace: {json_error(data, exc)}; a job's folder should hold only its ranks' traces")
     del data
     info = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     knobs = RunKnobs.from_json(doc.lesson)
@@ -164,9 +165,10 @@ def read_rank_file(path: Path) -> RankFile:
         rank = job.rank if job else _rank_from_name(path)
     world = _int(info.get("world_size")) or (job.world_size if job else None)
     backend = info.get("backend") if isinstance(info.get("backend"), str) else (job.backend if job else None)
-    tag = RANK_IN_NAME.sub("", knobs.tag) if knobs and knobs.tag else None
+    backend = printable(backend) if backend is not None else None  # names are data: shown escaped
+    tag = printable(RANK_IN_NAME.sub("", knobs.tag)) if knobs and knobs.tag else None
     cpu, kernel_bytes = _collective_records(doc.traceEvents)
-    return RankFile(path, rank, world, backend, job.id if job and job.id else None, tag, cpu, kernel_bytes)
+    return RankFile(path, rank, world, backend, printable(job.id) if job and job.id else None, tag, cpu, kernel_bytes)
 
 
 def _loose(data, path) -> _File:
@@ -174,7 +176,7 @@ def _loose(data, path) -> _File:
     try:
         doc = msgspec.json.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        fail(f"{path}: not a trace: not JSON ({exc}); a job's folder should hold only its ranks' traces")
+        fail(f"{path}: not a trace: {json_error(data, exc)}; a job's folder should hold only its ranks' traces")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         fail(f"{path}: not a trace (no traceEvents list); a job's folder should hold only its ranks' traces")
     events = []
@@ -297,7 +299,7 @@ def check_one_job(files: list[RankFile]) -> None:
     for f in files:
         jobs[f.job_key].append(f)
     if len(jobs) > 1:
-        described = "; ".join(_describe_job(group) for group in jobs.values())
+        described = _describe_jobs(jobs)
         fail(f"these traces come from {len(jobs)} different jobs ({described}); give one job's traces, "
              f"e.g. DIR/<tag>_rank*.json")
     by_rank: dict[int, list[RankFile]] = defaultdict(list)
@@ -318,8 +320,16 @@ def check_one_job(files: list[RankFile]) -> None:
              f"{', '.join(map(str, missing))} {'are' if len(missing) > 1 else 'is'} missing (found {have})")
 
 
-def _describe_job(group: list[RankFile]) -> str:
-    f = group[0]
-    what = f.tag or (f"{f.backend or 'unknown backend'}, world size {f.world_size}" if f.world_size else "no job info")
-    ranks = ", ".join(str(g.rank) for g in sorted(group, key=lambda g: g.rank))
-    return f"{what}: rank{'s' if len(group) > 1 else ''} {ranks}"
+_JOB_KEY_FIELDS = ("run id", "tag", "world size", "backend")  # RankFile.job_key, in order
+
+
+def _describe_jobs(jobs: dict) -> str:
+    """Each job by what tells it from the others (its run id, tag, world size or backend), and its ranks."""
+    keys = list(jobs)
+    differing = [i for i in range(len(_JOB_KEY_FIELDS)) if len({k[i] for k in keys}) > 1]
+    described = []
+    for key, group in jobs.items():
+        what = ", ".join(f"{_JOB_KEY_FIELDS[i]} {key[i] if key[i] is not None else 'not given'}" for i in differing)
+        ranks = ", ".join(str(g.rank) for g in sorted(group, key=lambda g: g.rank))
+        described.append(f"{what}: rank{'s' if len(group) > 1 else ''} {ranks}")
+    return "; ".join(described)

@@ -40,6 +40,7 @@ from msgspec import Struct
 
 from common.errors import fail
 from common.knobs import METADATA_KEY, RunKnobs
+from common.printable import printable_all
 from common.report.columns import Columns, extract, merge
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
@@ -280,6 +281,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
         if enabled:
             gc.enable()
     meta, notes = _bounded_meta(meta)
+    meta = printable_all(meta)  # names are data: a control character in a GPU's or host's name is shown escaped
     return Loaded(str(path), size, file_bytes, columns, meta, RunKnobs.from_json(meta.get(METADATA_KEY)), n_events,
                   tuple(notes))
 
@@ -311,7 +313,7 @@ def _decode_whole(data, start: int, path) -> tuple[list, list, dict]:
             events, meta = _lenient(bytes(view).decode("utf-8", "replace").encode(), path, schema)
             has_begin = True
         except msgspec.DecodeError as exc:
-            fail(f"{shorten(path)}: not JSON ({exc})")
+            fail(f"{shorten(path)}: {json_error(view, exc)}")
     except RecursionError:
         fail(f"{shorten(path)}: JSON nested too deeply to read (arrays or objects inside each other "
              f"about {sys.getrecursionlimit()} levels deep); no trace nests like that")
@@ -364,13 +366,37 @@ def memory_events(events: list) -> list:
     return [e for e in events if e.__class__ is InstantEvent and e.name == MEMORY_EVENT_NAME]
 
 
+_HUGE_NUMBER = re.compile(rb'(?:"((?:[^"\\]|\\.){0,100})"\s*:\s*)?(-?\d+(?:\.\d+)?[eE]\+?\d{3,}|-?\d{309,}(?:\.\d+)?)')
+_EVENT_NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.){0,200})"')
+
+
+def json_error(data, exc: Exception) -> str:
+    """Why ``data`` cannot be read, for an error line: "not JSON (...)", or for a number a 64-bit
+    float cannot hold (``1e400``: JSON itself has no limit) which number, in which field and event."""
+    if "out of range" not in str(exc):
+        return f"not JSON ({exc})"
+    for m in _HUGE_NUMBER.finditer(data):
+        if abs(float(m.group(2))) != float("inf"):
+            continue
+        field = f"{m.group(1).decode(errors='replace')}: " if m.group(1) is not None else ""
+        number = m.group(2).decode() if len(m.group(2)) <= 24 else f"a number of {len(m.group(2)):,} digits"
+        before = bytes(data[max(0, m.start() - 4096):m.start()])
+        after = bytes(data[m.end():m.end() + 4096])
+        obj = before[before.rfind(b"{") + 1:] + after[:after.find(b"}") if b"}" in after else 0]  # its object
+        name = _EVENT_NAME.search(obj)
+        event = f' in the event named "{name.group(1).decode(errors="replace")}"' if name else ""
+        return (f"{field}{number} at byte {m.start(2):,}{event} is a number out of range (a 64-bit float holds "
+                "up to about 1.8e308)")
+    return f"a number out of range ({exc})"
+
+
 def _lenient(data, path, schema: _Schema) -> tuple[list, dict]:
     """The slow path for traces whose fields have unexpected types: decode generically, convert."""
     shown = shorten(path)
     try:
         doc = msgspec.json.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        fail(f"{shown}: not JSON ({exc})")
+        fail(f"{shown}: {json_error(data, exc)}")
     if isinstance(doc, list):
         raw, meta = doc, {}
     elif isinstance(doc, dict):

@@ -20,6 +20,7 @@ import numpy as np
 
 from common.errors import fail
 from common.knobs import RunKnobs
+from common.printable import printable
 from common.report import names as trace_names
 from common.report.columns import Columns, Group
 from common.report.inputs import shorten
@@ -123,7 +124,7 @@ def build(loaded: Loaded) -> Model:
     drawn_notes = [f"this copy of the trace holds the report's Findings track ({drawn} events): left out of every "
                    "figure"] if drawn else []
     model = Model(
-        path=loaded.path, size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
+        path=printable(loaded.path), size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
         n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
         notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,

@@ -11,8 +11,11 @@ from __future__ import annotations
 import html
 import io
 import re
+import warnings
 from dataclasses import dataclass, field
 
+BARS_MAX = 120  # steps drawn as bars, one each; past this, stacked areas
+HOVER_VALUES = 50  # per-step values listed in a hover title
 WIDTH_IN = 7.5  # inches at 96 dpi: about 720 px, a laptop screen's column
 BAR_COLORS = {
     "kernel": "#4C72B0", "memcpy": "#DD8452", "memset": "#937860", "runtime": "#C44E52",
@@ -27,6 +30,7 @@ class Plot:
     title: str
     svg: str
     data: dict = field(default_factory=dict)
+    caption: str | None = None  # what the picture leaves out or sums up (steps drawn as buckets)
 
 
 def _pyplot():
@@ -44,7 +48,9 @@ def _svg(fig, titles: dict[str, str]) -> str:
     """The figure as an inline SVG that scales to its container, with hover titles on named bars."""
     plt = _pyplot()
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    with warnings.catch_warnings():  # the SVG keeps text as text (svg.fonttype none): the browser's fonts draw it
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
@@ -59,22 +65,44 @@ def _ms_or_us(values: list[float]) -> tuple[float, str]:
     return (1e3, "ms") if top >= 2e3 else (1.0, "µs")
 
 
-def stacked_steps(plot_id: str, title: str, steps: list[str], parts: dict[str, list[float]]) -> Plot:
-    """One bar per step, stacked by part (the breakdown's categories, or compute vs dispatch)."""
+def stacked_steps(plot_id: str, title: str, steps: list[str], parts: dict[str, list[float]],
+                  spikes: tuple[list[float], list[float]] | None = None, caption: str | None = None) -> Plot:
+    """One bar per step, stacked by part (the breakdown's categories, or compute vs dispatch). Past
+    :data:`BARS_MAX` points (``steps`` are then buckets of steps), stacked areas instead of bars and,
+    with ``spikes`` (each point's lowest and highest total), the range between them as a band."""
     plt = _pyplot()
     totals = [sum(vals[i] for vals in parts.values()) for i in range(len(steps))]
-    scale, unit = _ms_or_us(totals)
+    scale, unit = _ms_or_us(list(spikes[1]) if spikes else totals)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
-    bottom = [0.0] * len(steps)
-    for name, vals in parts.items():
-        if not any(vals):
-            continue
-        ax.bar(steps, [v / scale for v in vals], bottom=bottom, label=name, color=BAR_COLORS.get(name))
-        bottom = [b + v / scale for b, v in zip(bottom, vals)]
+    if len(steps) <= BARS_MAX:
+        bottom = [0.0] * len(steps)
+        for name, vals in parts.items():
+            if not any(vals):
+                continue
+            ax.bar(steps, [v / scale for v in vals], bottom=bottom, label=name, color=BAR_COLORS.get(name))
+            bottom = [b + v / scale for b, v in zip(bottom, vals)]
+    else:
+        _stacked_areas(ax, steps, parts, scale, spikes)
     ax.set_ylabel(f"time per step ({unit})")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     data = dict(steps=steps, parts=parts, totals_us=totals)
-    return Plot(plot_id, title, _svg(fig, {}), data)
+    if spikes:
+        data.update(low_us=list(spikes[0]), high_us=list(spikes[1]))
+    return Plot(plot_id, title, _svg(fig, {}), data, caption)
+
+
+def _stacked_areas(ax, steps: list[str], parts: dict, scale: float, spikes) -> None:
+    xs = list(range(len(steps)))
+    shown = {name: [v / scale for v in vals] for name, vals in parts.items() if any(vals)}
+    if shown:
+        ax.stackplot(xs, *shown.values(), labels=list(shown), colors=[BAR_COLORS.get(n) for n in shown],
+                     linewidth=0)
+    if spikes:
+        ax.fill_between(xs, [v / scale for v in spikes[0]], [v / scale for v in spikes[1]], color="#222222",
+                        alpha=0.25, linewidth=0, label="min–max")
+    ticks = xs[::max(1, len(xs) // 6)]
+    ax.set_xticks(ticks, [steps[i] for i in ticks], fontsize=7)
+    ax.set_xlim(0, max(len(xs) - 1, 1))
 
 
 def horizontal_bars(plot_id: str, title: str, rows: list[tuple[str, str, float]], xlabel: str) -> Plot:
@@ -102,31 +130,33 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def spread(plot_id: str, title: str, series: list[tuple[str, str, list[float]]]) -> Plot:
+def spread(plot_id: str, title: str, series: list[tuple[str, str, list[float], float, float, int]],
+           caption: str | None = None) -> Plot:
     """Per-step values of a few series (the steps' wall times, a kernel's time in each step), each
     relative to its own median so that series of any size share one axis; the mean of each is the
-    dashed mark: far from 1.0 when one step is an outlier (the spread the posts warn about)."""
+    dashed mark: far from 1.0 when one step is an outlier (the spread the posts warn about). A series
+    is (label, full name, the values drawn, mean, median, steps): the values drawn are every step's,
+    or the min and max of each bucket of steps (said in ``caption``)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(series) + 0.9))
     data, titles = [], {}
-    for row, (label, full, vals) in enumerate(series):
-        median = _median(vals)
-        mean = sum(vals) / len(vals)
+    for row, (label, full, vals, mean, median, steps) in enumerate(series):
         rel = [v / median if median > 0 else 0.0 for v in vals]
         dots = ax.scatter(rel, [row] * len(rel), s=18, color="#4C72B0", zorder=3)
         dots.set_gid(f"{plot_id}-row-{row}")
-        titles[f"{plot_id}-row-{row}"] = (f"{full}: median {median:,.1f} µs, mean {mean:,.1f} µs, per step "
-                                          + ", ".join(f"{v:,.1f}" for v in vals))
+        shown = ", ".join(f"{v:,.1f}" for v in vals[:HOVER_VALUES]) + (", …" if len(vals) > HOVER_VALUES else "")
+        titles[f"{plot_id}-row-{row}"] = (f"{full}: median {median:,.1f} µs, mean {mean:,.1f} µs over {steps:,} steps, "
+                                          f"{'per step' if len(vals) == steps else 'min and max per bucket'} {shown}")
         ax.plot([mean / median] * 2 if median > 0 else [0, 0], [row - 0.3, row + 0.3], "--", color="#C44E52",
                 label="mean" if row == 0 else None)
-        data.append(dict(label=label, name=full, values_us=vals, mean_us=mean, median_us=median))
+        data.append(dict(label=label, name=full, values_us=list(vals), mean_us=mean, median_us=median, steps=steps))
     ax.axvline(1.0, color="#55A868", linewidth=1, label="median")
     if max((v / d["median_us"] for d in data for v in d["values_us"] if d["median_us"] > 0), default=1.0) > 20:
         ax.set_xscale("log")  # a cold first step 100x the others: keep the others readable
     ax.set_yticks(range(len(series)), [s[0] for s in series])
     ax.set_xlabel("time in each step / its median")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return Plot(plot_id, title, _svg(fig, titles), dict(series=data))
+    return Plot(plot_id, title, _svg(fig, titles), dict(series=data), caption)
 
 
 def grouped_steps(plot_id: str, title: str, a: list[float], b: list[float], ylabel: str) -> Plot:
