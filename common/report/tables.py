@@ -27,6 +27,7 @@ from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KER
                                  STEP_RE, Model)
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
+from common.report.roofline import Roofline, build_roofline
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
@@ -66,6 +67,7 @@ class Tables:
     dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
     addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
     compile: Optional[agg.CompileFrames]  # torch.compile's frames
+    roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -115,7 +117,7 @@ def build_tables(m: Model) -> Tables:
         kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
-        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops))
+        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), roofline=build_roofline(m))
 
 
 # ----------------------------------------------------------------------------- the GPU and CPU totals
