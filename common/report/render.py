@@ -48,6 +48,16 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
   ``graph_launches_per_call`` (``cudaGraphLaunch``), ``device_us`` and ``device_us_per_call`` (the
   device time of that work), ``gpu_busy_pct`` (GPU busy while the calls ran, % of their wall time);
   the device keys are null on a CPU-only trace
+- ``roofline`` (:mod:`.roofline`; null when absent; ``rows`` empty when no GEMM or attention was counted):
+  ``source`` (``record_shapes`` | ``knobs``: one row per step from the lesson's ``matmul_flops_per_step``
+  | null), ``timed_on`` (``device``: the kernels' time | ``cpu``: the op's CPU time), ``device``,
+  ``note``, ``peak`` (the datasheet row: ``device``, ``bf16``, ``fp16``, ``tf32``, ``fp32`` dense
+  TFLOP/s, ``memory_gbs``, ``source``; null on the CPU or an unknown GPU), ``rows``: one object per
+  op, shape and dtype by total time: ``op``, ``shape``, ``dtype``, ``calls``, ``flops`` and ``bytes``
+  (per call; ideal bytes: inputs and output once), ``intensity`` (FLOP/byte), ``time_us``, ``tflops``,
+  ``gflops``, ``gb_per_s``, ``causal``, ``peak_tflops``, ``peak_unit``, ``pct_of_peak``,
+  ``pct_of_bandwidth``, ``ridge`` (FLOP/byte), ``bound`` (``compute`` | ``memory`` | null),
+  ``roof_tflops`` and ``pct_of_roof`` (the roof at its intensity); the peak keys are null without a peak
 - ``findings``: ``[{rule, level, message, hint, evidence}]``
 - ``notes``: list of strings
 """
@@ -115,9 +125,16 @@ def to_json(t: Tables, findings: list[Finding]) -> dict:
         kernels=[k.to_json() for k in t.kernels],
         ops=[asdict(o) for o in t.ops],
         phases=[p.to_json() for p in t.phases],
+        roofline=_roofline_json(t),
         findings=[f.to_json() for f in findings],
         notes=list(t.model.notes),
     ))
+
+
+def _roofline_json(t: Tables) -> dict:
+    from common.report.roofline import roofline_json
+
+    return roofline_json(t.roofline) if t.roofline is not None else None
 
 
 # ----------------------------------------------------------------------------- rich
@@ -370,8 +387,17 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
             table.add_row(*row + ([fmt_us(o.self_device_us)] if t.has_gpu else []))
         console.print(table)
 
+    _print_roofline(t, console)
     console.print(f"[bold]findings[/] ({len(findings)})")
     console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in t.model.notes]))
+
+
+def _print_roofline(t: Tables, console) -> None:
+    from common.report.render_roofline import roofline_table
+
+    table = roofline_table(t.roofline)
+    if table is not None:
+        console.print(table)
 
 
 def render_short(t: Tables, findings: list[Finding], console) -> None:

@@ -26,7 +26,8 @@ Definitions:
 - **achieved rate**: FLOPs / time (TFLOP/s, GFLOP/s) and ideal bytes / time (GB/s).
 - **peak** (:mod:`.peaks`): the datasheet's dense figure for the op's dtype on the trace's GPU;
   **share of peak** = achieved / peak. **Ridge point** = peak FLOP/s / peak bytes/s: an op whose
-  intensity is below it is bound by memory bandwidth, above it by compute. Unknown device, dtype
+  intensity is below it is bound by memory bandwidth, above it by compute; the **roof** at its
+  intensity is min(peak FLOP/s, intensity x peak bytes/s). Unknown device, dtype
   without a datasheet unit, or the CPU: no peak, so no share and no bound.
 
 Without ``record_shapes`` a lesson's trace still says, in its knobs, how much matrix arithmetic one
@@ -139,6 +140,13 @@ class Judged:
     pct_of_bandwidth: Optional[float]  # achieved GB/s over the memory peak, %
     ridge: Optional[float]  # FLOP/byte where the two roofs meet
     bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
+    roof_tflops: Optional[float] = None  # the roof over its intensity: min(peak, intensity x bandwidth)
+
+    @property
+    def pct_of_roof(self) -> Optional[float]:
+        """Achieved over the roof at its intensity, %: how close the op came to what its bound allows."""
+        tflops = self.row.tflops
+        return 100.0 * tflops / self.roof_tflops if tflops is not None and self.roof_tflops else None
 
 
 @dataclass(frozen=True)
@@ -343,8 +351,31 @@ def _judge_row(row: Row, peak: Peak) -> Judged:
     bound = None if ridge is None or intensity is None else ("memory" if intensity < ridge else "compute")
     pct = 100.0 * row.tflops / tflops if row.tflops is not None else None
     pct_bw = 100.0 * row.gbs / bandwidth if row.gbs is not None and bandwidth else None
-    return Judged(row, tflops, unit, pct, pct_bw, ridge, bound)
+    roof = min(tflops, intensity * bandwidth / 1e3) if bound is not None else None
+    return Judged(row, tflops, unit, pct, pct_bw, ridge, bound, roof)
 
 
 def _or_unknown(value, unit: str) -> str:
     return f"{value:,.0f} {unit}" if value else "bandwidth unknown (no memory roof)"
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def row_json(j: Judged) -> dict:
+    """One judged row as ``--json`` writes it (the keys :mod:`.render` documents)."""
+    r = j.row
+    return dict(op=r.op, shape=r.shape, dtype=r.dtype, calls=r.calls, flops=r.flops, bytes=r.bytes,
+                intensity=r.intensity, time_us=r.time_us, tflops=r.tflops,
+                gflops=r.tflops * 1e3 if r.tflops is not None else None, gb_per_s=r.gbs, causal=r.causal,
+                peak_tflops=j.peak_tflops, peak_unit=j.peak_unit, pct_of_peak=j.pct_of_peak,
+                pct_of_bandwidth=j.pct_of_bandwidth, ridge=j.ridge, bound=j.bound, roof_tflops=j.roof_tflops,
+                pct_of_roof=j.pct_of_roof)
+
+
+def roofline_json(r: Roofline) -> dict:
+    peak = r.peak
+    return dict(source=r.source, timed_on=r.timed_on, device=r.device, note=r.note,
+                peak=None if peak is None else dict(device=peak.device, bf16=peak.bf16, fp16=peak.fp16, tf32=peak.tf32,
+                                                    fp32=peak.fp32, memory_gbs=peak.memory_gbs, source=peak.source),
+                rows=[row_json(j) for j in r.rows])

@@ -50,6 +50,7 @@ def in_window(t, spans) -> tuple:
 # The theme modules import Finding from here: defined above, before they are imported.
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import copies, gemm, overhead, phases, timeline, trace  # noqa: E402
+from common.report.rules import roofline  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -78,6 +79,7 @@ RULES: list = [
     compiled.recompiles,
     compiled.fused_kernels,
     gemm.gemm_kernels,
+    roofline.roofline,
     phases.overhead_bound_phase,
     compiled.cuda_graphs,
     compiled.recompiled_before_window,
