@@ -51,7 +51,8 @@ where the trace does not hold the number (e.g. every ``gpu.*`` time on a CPU-onl
 - ``roofline`` (:mod:`.roofline`; null when absent; ``rows`` empty when no GEMM or attention was counted):
   ``source`` (``record_shapes`` | ``knobs``: one row per step from the lesson's ``matmul_flops_per_step``
   | null), ``timed_on`` (``device``: the kernels' time | ``cpu``: the op's CPU time), ``device``,
-  ``note``, ``peak`` (the datasheet row: ``device``, ``bf16``, ``fp16``, ``tf32``, ``fp32`` dense
+  ``note``, ``step_flops``, ``step_wall_us``, ``step_tflops``, ``step_gflops`` (every counted FLOP of
+  the ProfilerSteps over their wall time; null without steps and on a GPU trace), ``peak`` (the datasheet row: ``device``, ``bf16``, ``fp16``, ``tf32``, ``fp32`` dense
   TFLOP/s, ``memory_gbs``, ``source``; null on the CPU or an unknown GPU), ``rows``: one object per
   op, shape and dtype by total time: ``op``, ``shape``, ``dtype``, ``calls``, ``flops`` and ``bytes``
   (per call; ideal bytes: inputs and output once), ``intensity`` (FLOP/byte), ``time_us``, ``tflops``,

@@ -24,6 +24,10 @@ Definitions:
 - **time**: on a GPU trace, the device time of the kernels the call launched (it or any op under
   it); on a CPU-only trace, the call's own CPU time (its wall time, the ops under it included).
 - **achieved rate**: FLOPs / time (TFLOP/s, GFLOP/s) and ideal bytes / time (GB/s).
+- **the steps' rate** (CPU traces; a GPU runs its kernels after the host step that launched them):
+  every counted FLOP in the ProfilerSteps over the steps' wall time, so the
+  dispatch, the other ops and the waits count: on the CPU, where a matmul has no launch to wait on,
+  the op's own rate barely moves with size while the steps' rate shows the overhead.
 - **peak** (:mod:`.peaks`): the datasheet's dense figure for the op's dtype on the trace's GPU;
   **share of peak** = achieved / peak. **Ridge point** = peak FLOP/s / peak bytes/s: an op whose
   intensity is below it is bound by memory bandwidth, above it by compute; the **roof** at its
@@ -89,6 +93,8 @@ class Calls:
     source: Optional[str]  # "record_shapes" | "knobs" | None (neither: nothing to count)
     timed_on: str  # "device" | "cpu"
     device_name: Optional[str]  # the GPU's deviceProperties name; None on the CPU
+    step_flops: int = 0  # every counted call's FLOPs in the ProfilerSteps
+    step_wall_us: float = 0.0  # those steps' wall time (0: the trace has no ProfilerStep)
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,8 @@ class Rows:
     source: Optional[str]
     timed_on: str
     device_name: Optional[str]
+    step_flops: int
+    step_wall_us: float
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,14 @@ class Roofline:
     device: str  # the GPU's name, or "CPU"
     peak: Optional[Peak]
     note: str  # what the peak is (or why none), in words
+    step_flops: int = 0
+    step_wall_us: float = 0.0
+
+    @property
+    def step_tflops(self) -> Optional[float]:
+        """The steps' effective rate: their GEMM and attention FLOPs over their wall time (the dispatch,
+        the other ops and the waits included), TFLOP/s; None without ProfilerSteps or on a GPU trace."""
+        return self.step_flops / self.step_wall_us / 1e6 if self.step_wall_us > 0 and self.step_flops else None
 
 
 def build_roofline(m: Model) -> Roofline:
@@ -183,12 +199,15 @@ def counted_calls(m: Model) -> Calls:
             time = float(times[i]) if not on_gpu or times[i] > 0 else None
             calls.append(Call(m.names[cpu.name[i]], work, time, bool(tf32[i])))
     timed_on = "device" if on_gpu else "cpu"
+    # the host steps' wall holds a CPU trace's work; a GPU's kernels run after their launch, outside it
+    walls = sum(s.dur for s in m.steps) if m.window_source == "ProfilerStep" and not on_gpu else 0.0
     if calls:
-        return Calls(tuple(calls), "record_shapes", timed_on, device_name)
+        return Calls(tuple(calls), "record_shapes", timed_on, device_name, sum(c.work.flops for c in calls), walls)
     knobs = m.knobs
     if knobs is None or not knobs.matmul_flops_per_step or not rows.size:
         return Calls((), None, timed_on, device_name)
-    return Calls(_knob_calls(m, rows, times, tf32, knobs), "knobs", timed_on, device_name)
+    per_step = _knob_calls(m, rows, times, tf32, knobs)
+    return Calls(per_step, "knobs", timed_on, device_name, sum(c.work.flops for c in per_step), walls)
 
 
 def _counted(m: Model) -> np.ndarray:
@@ -317,7 +336,7 @@ def group_calls(c: Calls) -> Rows:
                 works[(op, shape, dtype)].causal, tf32)
             for (op, shape, dtype), (calls, time, tf32) in groups.items()]
     rows.sort(key=lambda r: -r.time_us)
-    return Rows(tuple(rows), c.source, c.timed_on, c.device_name)
+    return Rows(tuple(rows), c.source, c.timed_on, c.device_name, c.step_flops, c.step_wall_us)
 
 
 # ----------------------------------------------------------------------------- stage 3: against the peaks
@@ -329,16 +348,18 @@ def judge(r: Rows) -> Roofline:
         note = ("CPU: peak unknown, achieved rates only (no CPU peak is measured: the lesson's 256x256 matmul "
                 "at start is a bf16/fp32 time ratio, not a peak)")
         return Roofline(tuple(Judged(row, None, "unknown (CPU)", None, None, None, None) for row in r.rows),
-                        r.source, r.timed_on, "CPU", None, note)
+                        r.source, r.timed_on, "CPU", None, note, r.step_flops, r.step_wall_us)
     peak = peak_of(r.device_name)
     name = r.device_name or "unnamed GPU"
     if peak is None:
         return Roofline(tuple(Judged(row, None, "unknown device", None, None, None, None) for row in r.rows),
                         r.source, r.timed_on, name, None,
-                        f"{name}: not in the datasheet table (common/report/peaks.py): achieved rates only")
+                        f"{name}: not in the datasheet table (common/report/peaks.py): achieved rates only",
+                        r.step_flops, r.step_wall_us)
     note = (f"{name}: peaks of the {peak.device} ({peak.source}), dense (no sparsity); "
             f"memory {_or_unknown(peak.memory_gbs, 'GB/s')}")
-    return Roofline(tuple(_judge_row(row, peak) for row in r.rows), r.source, r.timed_on, name, peak, note)
+    return Roofline(tuple(_judge_row(row, peak) for row in r.rows), r.source, r.timed_on, name, peak, note,
+                    r.step_flops, r.step_wall_us)
 
 
 def _judge_row(row: Row, peak: Peak) -> Judged:
@@ -375,7 +396,9 @@ def row_json(j: Judged) -> dict:
 
 def roofline_json(r: Roofline) -> dict:
     peak = r.peak
-    return dict(source=r.source, timed_on=r.timed_on, device=r.device, note=r.note,
+    return dict(source=r.source, timed_on=r.timed_on, device=r.device, note=r.note, step_flops=r.step_flops,
+                step_wall_us=r.step_wall_us, step_tflops=r.step_tflops,
+                step_gflops=r.step_tflops * 1e3 if r.step_tflops is not None else None,
                 peak=None if peak is None else dict(device=peak.device, bf16=peak.bf16, fp16=peak.fp16, tf32=peak.tf32,
                                                     fp32=peak.fp32, memory_gbs=peak.memory_gbs, source=peak.source),
                 rows=[row_json(j) for j in r.rows])

@@ -25,14 +25,19 @@ def roofline(t: Tables):
             f"the GEMMs and attention of one step ({fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})")
     calls = f"{row.calls:,} call{'s' if row.calls != 1 else ''}" if row.op != KNOBS_OP else f"{row.calls} steps"
     intensity = f", {row.intensity:,.1f} FLOP/byte" if row.intensity is not None else ""
+    steps = (f"; over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
+             if r.step_tflops is not None else "")
     ev = dict(device=r.device, source=r.source, timed_on=r.timed_on, note=r.note,
+              step_gflops=rounded(r.step_tflops * 1e3, 3) if r.step_tflops is not None else None,
+              gflops=rounded(row.tflops * 1e3, 3) if row.tflops is not None else None,
               rows=[row_json(j) for j in r.rows[:5]])
     if top.pct_of_peak is None:
         why = r.note if r.peak is None else top.peak_unit
         bytes_hint = "; --record-shapes gives bytes and intensity" if r.source == "knobs" else ""
-        return Finding("roofline", f"roofline: {what} ran at {fmt_tflops(row.tflops)} ({calls}{intensity}); "
-                       f"share of peak: cannot tell ({why})",
-                       "the achieved rate rises with the work per call while overhead dominates; compare sizes"
+        on = "its own CPU time" if r.timed_on == "cpu" else "its kernels' time"
+        return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} over {on} ({calls}{intensity})"
+                       f"{steps}; share of peak: cannot tell ({why})",
+                       "where the steps' rate is far under the op's own, the time goes around the op, not in it"
                        + bytes_hint, ev)
     share = f"{fmt_pct(top.pct_of_peak)} of the {top.peak_unit} peak ({top.peak_tflops:g} TFLOP/s dense)"
     if top.bound is not None:
@@ -48,6 +53,6 @@ def roofline(t: Tables):
             "call raises the share)" if far else
             "share of peak = achieved / the datasheet's dense peak; below the ridge point memory bandwidth bounds "
             "an op, above it compute")
-    return Finding("roofline", f"roofline on {r.device}: {what} ran at {fmt_tflops(row.tflops)} ({calls}), "
-                   f"{share}{bound}", hint,
+    return Finding("roofline", f"on {r.device}: {what} ran at {fmt_tflops(row.tflops)} ({calls}), "
+                   f"{share}{bound}{steps}", hint,
                    dict(ev, pct_of_peak=rounded(top.pct_of_peak, 4), bound=top.bound), level="info")
