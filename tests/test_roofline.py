@@ -111,12 +111,15 @@ def test_cpu_run_with_record_shapes_exact_arithmetic_and_no_peak(runs):
 
 
 def test_cpu_steps_rate_rises_with_size(runs):
-    """Part 1 on the CPU (lesson's knobs, no record_shapes): the steps' GFLOP/s at 2048 far above 64's."""
+    """Part 1 on the CPU (lesson's knobs, no record_shapes): the matmul's own rate barely moves with size,
+    the steps' rate does: at 64 the dispatch around the op costs much of the step, at 2048 almost none."""
     small, _ = _roofline(trace_of(runs["01_warm"]))
     big, _ = _roofline(trace_of(runs["01_2048"]))
     assert small["source"] == big["source"] == "knobs"
     assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * 2048 ** 3
-    assert big["step_gflops"] > 2 * small["step_gflops"], (small["step_gflops"], big["step_gflops"])
+    (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
+        small["step_gflops"], big["step_gflops"])
+    assert s_step < 0.8 * s_op and b_step > 0.9 * b_op and b_step > s_step, (s_op, s_step, b_op, b_step)
     assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] is None
 
 
