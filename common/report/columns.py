@@ -14,6 +14,7 @@ from operator import attrgetter
 import numpy as np
 
 from common.printable import printable
+from common.report.shapes import OpShapes, wants_shapes
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
@@ -68,6 +69,7 @@ class Columns:
     thread: np.ndarray  # CPU events: index into threads
     threads: list  # distinct CPU thread ids (OS thread ids are unique across the processes of one trace)
     corr: np.ndarray  # CPU events: the correlation id of runtime calls, -1 for the others
+    op_shapes: np.ndarray  # CPU events: record_shapes' OpShapes of the roofline's ops (:mod:`.shapes`), else None
     dev_corr: np.ndarray  # device events: correlation id (-1: none)
     dev_device: np.ndarray  # device events: the pid (the device index in Kineto traces)
     dev_stream: list  # device events: the tid (the stream)
@@ -179,6 +181,7 @@ def extract(events: list, memory: list = ()) -> Columns:
     corr = np.full(len(cpu_events), -1, dtype=np.int64)
     runtime = np.flatnonzero(group[group <= Group.PYTHON] == Group.RUNTIME)
     corr[runtime], bad_corr = id_array([_arg(cpu_events[i], "correlation") for i in runtime.tolist()])
+    op_shapes = _op_shapes(cpu_events, name[group <= Group.PYTHON], group[group <= Group.PYTHON], names)
     del cpu_events
 
     device_events = pick(np.flatnonzero((group >= Group.KERNEL) & (group <= Group.MEMSET)))
@@ -188,7 +191,7 @@ def extract(events: list, memory: list = ()) -> Columns:
     columns = Columns(
         group=group, ts=np.fromiter(map(attrgetter("ts"), events), np.float64, count),
         dur=np.fromiter(map(attrgetter("dur"), events), np.float64, count), name=name, names=names,
-        thread=thread, threads=threads, corr=corr,
+        thread=thread, threads=threads, corr=corr, op_shapes=op_shapes,
         dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(_printable_id, map(attrgetter("tid"), device_events))),
         dev_blocks=grid_product(args["grid"]), dev_blocks_per_sm=float_array(args["blocks_per_sm"]),
         dev_occupancy=float_array(args["occupancy"]), dev_registers=float_array(args["registers"]),
@@ -212,6 +215,17 @@ def _memory_record(event) -> tuple:
         return (event.ts, event.tid, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN)
     return (event.ts, event.tid, *(_NAN if v is None else float(v) for v in (
         a.device_type, a.device_id, a.bytes, a.total_allocated, a.total_reserved, a.addr)))
+
+
+def _op_shapes(cpu_events: list, name: np.ndarray, group: np.ndarray, names: list) -> np.ndarray:
+    """Per CPU event, the OpShapes of an op the roofline counts (None for every other event)."""
+    out = np.full(len(cpu_events), None, dtype=object)
+    wanted = np.fromiter((wants_shapes(n) for n in names), bool, len(names))
+    for i in np.flatnonzero(wanted[name] & (group == Group.OP)).tolist() if len(names) else ():
+        args = cpu_events[i].args
+        if args is not None:
+            out[i] = OpShapes.of(args.input_dims, args.input_type, args.concrete_inputs)
+    return out
 
 
 def _arg(event, key: str):

@@ -130,6 +130,23 @@ def _phases_table(t: Tables) -> str:
     return "<h2>Annotations (per call)</h2>" + _table(head, rows)
 
 
+def _roofline_plot(t: Tables) -> list:
+    from common.report.render_roofline import roofline_plot
+
+    return [roofline_plot(t.roofline)]
+
+
+def _roofline_table(t: Tables) -> str:
+    """The roofline's table under its plot (:mod:`.render_roofline`)."""
+    from common.report.render_roofline import HEAD, caption, table_rows
+
+    r = t.roofline
+    if r is None or not r.rows:
+        return ""
+    return (f'<h2 id="roofline-table">Roofline</h2>' + _table(list(HEAD[:-1]) + [HEAD[-1]], table_rows(r), 2)
+            + f'<p class="hint">{html.escape(caption(r))}</p>')
+
+
 def findings_html(findings: list[Finding]) -> str:
     out = [f"<h2>Findings ({len(findings)})</h2>"]
     for f in findings:
@@ -155,9 +172,9 @@ def memory_plot(t: Tables) -> Plot | None:
 
 def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = ()) -> str:
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings."""
-    plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t)]
+    plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t), *_roofline_plot(t)]
     parts = [_header(t)] + [_figure(p) for p in plots if p is not None]
-    parts += [_steps_table(t), _phases_table(t), *extra_sections, findings_html(findings)]
+    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]
     return _page(f"Trace report: {t.model.path}", parts)
 

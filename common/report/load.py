@@ -62,6 +62,10 @@ class Args(Struct, gc=False):
     blocks_per_sm: Number = msgspec.field(default=None, name="blocks per SM")
     occupancy: Number = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: Union[int, float, str, None] = None
+    # record_shapes' lists (:mod:`.shapes`; the columns keep them only for the roofline's ops)
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class CompleteEvent(Struct, tag_field="ph", tag="X", gc=False):

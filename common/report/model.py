@@ -211,7 +211,7 @@ def _cpu_lane(c: Columns, t0: float, steps) -> tuple[CpuLane, list[str]]:
     kind = np.array([OP, ANNOTATION, RUNTIME, PYTHON], dtype=np.int8)[c.group[rows]]
     ts, dur, name, thread, corr = c.ts[rows] - t0, c.dur[rows], c.name[rows], c.thread, c.corr
     order = np.lexsort((-dur, ts, thread))
-    kind, ts, dur, name, thread, corr = (a[order] for a in (kind, ts, dur, name, thread, corr))
+    kind, ts, dur, name, thread, corr, shapes = (a[order] for a in (kind, ts, dur, name, thread, corr, c.op_shapes))
     end, parent, depth, cut = _nested_tree(ts, ts + dur, thread)
     dur = end - ts
     has_parent = parent >= 0
@@ -220,7 +220,7 @@ def _cpu_lane(c: Columns, t0: float, steps) -> tuple[CpuLane, list[str]]:
              "parent's end, so that no thread holds more time than it ran"] if cut else []
     return CpuLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=end, name=name, thread=thread, corr=corr,
                    parent=parent, depth=depth, self_us=np.maximum(dur - children, 0.0), threads=tuple(c.threads),
-                   step=step_index(steps, ts), max_depth=int(depth.max(initial=0))), notes
+                   step=step_index(steps, ts), max_depth=int(depth.max(initial=0)), shapes=shapes), notes
 
 
 def _nested_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray):

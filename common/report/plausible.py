@@ -64,7 +64,7 @@ def _keep_events(columns: Columns, keep: np.ndarray) -> Columns:
     device_rows = np.flatnonzero(keep_device).tolist()
     return replace(
         columns, group=columns.group[keep], ts=columns.ts[keep], dur=columns.dur[keep], name=columns.name[keep],
-        thread=columns.thread[keep_cpu], corr=columns.corr[keep_cpu],
+        thread=columns.thread[keep_cpu], corr=columns.corr[keep_cpu], op_shapes=columns.op_shapes[keep_cpu],
         dev_corr=columns.dev_corr[keep_device], dev_device=columns.dev_device[keep_device],
         dev_stream=[columns.dev_stream[i] for i in device_rows],
         dev_blocks=columns.dev_blocks[keep_device], dev_blocks_per_sm=columns.dev_blocks_per_sm[keep_device],

@@ -38,9 +38,16 @@ def to_json(t: Tables, findings: list[Finding]) -> dict:
         phases=[p.to_json() for p in t.phases],
         guess=t.guess.to_json() if t.guess is not None else None,
         memory=memory_json(t),
+        roofline=_roofline_json(t),
         findings=[f.to_json() for f in findings],
         notes=list(t.model.notes),
     ))
+
+
+def _roofline_json(t: Tables) -> dict:
+    from common.report.roofline import roofline_json
+
+    return roofline_json(t.roofline) if t.roofline is not None else None
 
 
 # ----------------------------------------------------------------------------- rich
@@ -297,8 +304,17 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
     if guessed is not None:
         console.print(guessed)
 
+    _print_roofline(t, console)
     console.print(f"[bold]findings[/] ({len(findings)})")
     console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in t.model.notes]))
+
+
+def _print_roofline(t: Tables, console) -> None:
+    from common.report.render_roofline import roofline_table
+
+    table = roofline_table(t.roofline)
+    if table is not None:
+        console.print(table)
 
 
 def render_short(t: Tables, findings: list[Finding], console) -> None:

@@ -34,6 +34,7 @@ from common.report.overlap import hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
+from common.report.roofline import Roofline, build_roofline
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
@@ -77,6 +78,7 @@ class Tables:
     subtrees: dict  # {op: subtrees.Subtree}: what ran inside the ops Part 3 reads (masked_fill, SDPA)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
+    roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -127,7 +129,7 @@ def build_tables(m: Model) -> Tables:
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
-        guess=_guess_check(m), memory=memory_of(m))
+        guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

@@ -52,6 +52,7 @@ def in_window(t, spans) -> tuple:
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 from common.report.rules import memory  # noqa: E402
+from common.report.rules import roofline  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -81,6 +82,7 @@ RULES: list = [
     compiled.recompiles,
     compiled.fused_kernels,
     gemm.gemm_kernels,
+    roofline.roofline,
     phases.overhead_bound_phase,
     compiled.cuda_graphs,
     compiled.recompiled_before_window,

@@ -1,0 +1,61 @@
+"""How the roofline's numbers are written: FLOPs, bytes, FLOP/s and bytes/s with a unit that suits them."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def _scaled(x: float, units: tuple) -> str:
+    for scale, unit in units:
+        if abs(x) >= scale:
+            value = x / scale
+            return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+    return f"{x:.3g} {units[-1][1]}" if x else f"0 {units[-1][1]}"
+
+
+def fmt_flops(x: Optional[float]) -> str:
+    """FLOPs: ``268 GFLOP``, ``524 kFLOP``."""
+    if x is None:
+        return "n/a"
+    return _scaled(float(x), ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"),
+                              (1.0, "FLOP")))
+
+
+def fmt_bytes(x: Optional[float]) -> str:
+    """Bytes, decimal units (as bandwidths are): ``100 MB``, ``24.6 kB``."""
+    if x is None:
+        return "n/a"
+    return _scaled(float(x), ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
+
+
+def fmt_tflops(x: Optional[float]) -> str:
+    """A rate given in TFLOP/s, in TFLOP/s from 1 up, in GFLOP/s (or MFLOP/s) below."""
+    if x is None:
+        return "n/a"
+    return _scaled(float(x) * 1e12, ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")))
+
+
+def fmt_gbs(x: Optional[float]) -> str:
+    """A bandwidth given in GB/s."""
+    if x is None:
+        return "n/a"
+    return _scaled(float(x) * 1e9, ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")))
+
+
+def fmt_pct(x: Optional[float]) -> str:
+    """A share: two significant digits below 1% (``0.031%``), one decimal above."""
+    if x is None:
+        return "n/a"
+    return f"{x:.2g}%" if x < 1 else f"{x:.1f}%"
+
+
+def compact(x: Optional[float]) -> str:
+    """A number in SI shorthand for a narrow column: ``137G``, ``24.6k``, ``0.105``; ``n/a`` for None."""
+    if x is None:
+        return "n/a"
+    x = float(x)
+    for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            value = x / scale
+            return f"{value:.0f}{suffix}" if value >= 100 else f"{value:.3g}{suffix}"
+    return f"{x:.3g}"

@@ -1,0 +1,161 @@
+"""The roofline (common/report/roofline.py): numbers equal a hand computation on synthetic GPU traces,
+share of peak only where the datasheet peak is known, real CPU runs of Part 1 at two sizes, the plot
+in the HTML page (and in Chromium)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import CPU_DTYPE, report_json, run_module, trace_of
+from gpu_synth import H100_COPY, matmul_add
+from test_pictures import BROWSER, _chromium
+
+from common.report.peaks import peak_of
+
+H100_BF16_TFLOPS, H100_GBS = 989.5, 3350.0  # NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 sparse / 2; 3.35 TB/s
+
+
+def _h100_trace(path: Path, size: int, gemm_us: float, gpu: str = H100_COPY.gpu) -> Path:
+    """01_matmul_add eager on an H100, 3 steps, its aten::mm recorded with record_shapes (bf16)."""
+    doc = matmul_add(H100_COPY, gemm_us=gemm_us)
+    doc["deviceProperties"][0]["name"] = gpu
+    for e in doc["traceEvents"]:
+        if e["name"] == "aten::mm":
+            e["args"] = {"Input Dims": [[size, size], [size, size]], "Input type": ["c10::BFloat16"] * 2}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _roofline(path: Path) -> tuple[dict, dict]:
+    report = report_json(path)
+    finding = next(f for f in report["findings"] if f["rule"] == "roofline")
+    return report["roofline"], finding
+
+
+def test_h100_numbers_equal_the_hand_computation(tmp_path):
+    roof, finding = _roofline(_h100_trace(tmp_path / "big.json", 4096, 200.0))
+    row = roof["rows"][0]
+    flops = 2 * 4096 * 4096 * 4096  # 2·M·N·K
+    nbytes = 3 * 4096 * 4096 * 2  # A, B read once, C written once, bf16
+    tflops = flops / 200e-6 / 1e12  # per call: 200 µs of kernel
+    assert (row["op"], row["dtype"], row["calls"]) == ("aten::mm", "bf16", 3)
+    assert (row["flops"], row["bytes"]) == (flops, nbytes)
+    assert row["time_us"] == pytest.approx(600.0)
+    assert row["intensity"] == pytest.approx(flops / nbytes, abs=1e-3)  # 1365.333 FLOP/byte
+    assert row["tflops"] == pytest.approx(tflops, abs=1e-3)  # 687.195
+    assert row["gb_per_s"] == pytest.approx(nbytes / 200e-6 / 1e9, abs=1e-3)  # 503.316
+    assert row["peak_tflops"] == H100_BF16_TFLOPS and roof["peak"]["memory_gbs"] == H100_GBS
+    assert row["pct_of_peak"] == pytest.approx(100 * tflops / H100_BF16_TFLOPS, abs=1e-3)  # 69.449
+    assert row["ridge"] == pytest.approx(H100_BF16_TFLOPS * 1e12 / (H100_GBS * 1e9), abs=1e-3)  # 295.373
+    assert row["bound"] == "compute"
+    assert "69.4% of the bf16 peak" in finding["message"] and "compute roof" in finding["message"]
+
+
+def test_part1_headline_size_64_is_a_tiny_share_4096_a_large_one(tmp_path):
+    small, finding = _roofline(_h100_trace(tmp_path / "small.json", 64, 5.0))
+    big, _ = _roofline(_h100_trace(tmp_path / "big.json", 4096, 200.0))
+    s, b = small["rows"][0], big["rows"][0]
+    tflops = 2 * 64 ** 3 / 5e-6 / 1e12  # 0.105 TFLOP/s
+    assert s["pct_of_peak"] == pytest.approx(100 * tflops / H100_BF16_TFLOPS, abs=1e-3)  # 0.011%
+    assert s["pct_of_peak"] < 0.1 < 50 < b["pct_of_peak"]
+    assert s["intensity"] == pytest.approx(2 * 64 ** 3 / (3 * 64 * 64 * 2), abs=1e-3) and s["bound"] == "memory"
+    roof = 2 * 64 ** 3 / (3 * 64 * 64 * 2) * H100_GBS / 1e3  # the memory roof at its intensity, TFLOP/s
+    assert s["roof_tflops"] == pytest.approx(roof, abs=1e-3)
+    assert s["pct_of_roof"] == pytest.approx(100 * tflops / roof, abs=1e-3)
+    assert "memory-bandwidth roof" in finding["message"] and "overhead-bound" in finding["hint"]
+
+
+def test_unknown_gpu_gets_rates_and_no_share(tmp_path):
+    roof, finding = _roofline(_h100_trace(tmp_path / "x.json", 4096, 200.0, gpu="NVIDIA Imaginary X1"))
+    row = roof["rows"][0]
+    assert roof["peak"] is None and row["pct_of_peak"] is None and row["bound"] is None
+    assert row["tflops"] == pytest.approx(2 * 4096 ** 3 / 200e-6 / 1e12, abs=1e-3)
+    assert "cannot tell" in finding["message"] and "%" not in finding["message"]
+
+
+def test_causal_sdpa_counts_half_the_two_gemms(tmp_path):
+    """A flash SDPA call with is_causal True in Concrete Inputs: 4·B·H·S·S·D / 2."""
+    doc = matmul_add(H100_COPY, gemm_us=100.0)
+    b, h, s, d = 2, 8, 1024, 64
+    for e in doc["traceEvents"]:
+        if e["name"] == "aten::mm":
+            e["name"] = "aten::_scaled_dot_product_flash_attention"
+            e["args"] = {"Input Dims": [[b, h, s, d]] * 3 + [[], [], [], []],
+                         "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar", "Scalar", ""],
+                         "Concrete Inputs": ["", "", "", "0.", "True", "False", ""]}
+    path = tmp_path / "sdpa.json"
+    path.write_text(json.dumps(doc))
+    row = report_json(path)["roofline"]["rows"][0]
+    assert row["causal"] is True and row["flops"] == 4 * b * h * s * s * d // 2
+    assert row["bytes"] == 4 * b * h * s * d * 2  # q, k, v read, out written: no [s, s] scores
+
+
+def test_datasheet_table_matches_names_word_by_word():
+    assert peak_of("NVIDIA L4").device == "L4" and peak_of("NVIDIA L40S").device == "L40S"
+    assert peak_of("NVIDIA A100-SXM4-80GB").memory_gbs == 2039.0
+    assert peak_of("NVIDIA A100-PG509-200").memory_gbs is None  # a variant: compute known, memory not
+    assert peak_of("Tesla V100-SXM2-32GB").bf16 is None  # no bf16 tensor cores
+    assert peak_of("NVIDIA A10G") is None and peak_of("AMD Instinct MI250X") is None
+
+
+def test_cpu_run_with_record_shapes_exact_arithmetic_and_no_peak(runs):
+    """01 --size 16 --dtype fp32 --record-shapes on the CPU: FLOPs and bytes exact, rates, no share."""
+    roof, finding = _roofline(trace_of(runs["01_gzip"]))
+    row = roof["rows"][0]
+    assert (row["op"], row["dtype"], row["flops"], row["bytes"]) == ("aten::mm", "fp32", 2 * 16 ** 3, 3 * 16 * 16 * 4)
+    assert roof["timed_on"] == "cpu" and roof["peak"] is None and row["pct_of_peak"] is None
+    assert row["gflops"] > 0 and "peak unknown" in finding["message"]
+
+
+def test_cpu_steps_rate_rises_with_size(runs):
+    """Part 1 on the CPU (lesson's knobs, no record_shapes): the matmul's own rate barely moves with size,
+    the steps' rate does: at 64 the dispatch around the op costs much of the step, at 2048 almost none."""
+    small, _ = _roofline(trace_of(runs["01_warm"]))
+    big, _ = _roofline(trace_of(runs["01_2048"]))
+    assert small["source"] == big["source"] == "knobs"
+    assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * 2048 ** 3
+    (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
+        small["step_gflops"], big["step_gflops"])
+    assert s_step < 0.8 * s_op and b_step > 0.9 * b_op and b_step > s_step, (s_op, s_step, b_op, b_step)
+    assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] is None
+
+
+def _page(tmp_path: Path) -> Path:
+    out = tmp_path / "roofline.html"
+    proc = run_module("common.report", _h100_trace(tmp_path / "t.json", 4096, 200.0), "--html", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_page_has_the_roofline_plot_with_its_roofs(tmp_path):
+    text = _page(tmp_path).read_text()
+    data = json.loads(re.search(r'<figure id="roofline" data-plot="([^"]*)"', text).group(1).replace("&quot;", '"'))
+    assert data["roofs"] == [dict(unit="bf16", peak_tflops=H100_BF16_TFLOPS, memory_gbs=H100_GBS)]
+    assert data["points"][0]["pct_of_peak"] == pytest.approx(100 * 2 * 4096 ** 3 / 200e-6 / 1e12 / H100_BF16_TFLOPS,
+                                                            abs=1e-3)
+    assert 'id="roofline-point-0"' in text and 'id="roofline-table"' in text
+
+
+HARNESS = """<!doctype html><html><body><iframe id="f" src="{page}" width="1100" height="900"></iframe>
+<pre id="out">pending</pre><script>
+document.getElementById("f").onload = () => {{
+  const d = document.getElementById("f").contentDocument;
+  const box = e => {{ const r = e.getBoundingClientRect(); return [Math.round(r.width), Math.round(r.height)]; }};
+  document.getElementById("out").textContent = "ROOF " + JSON.stringify(
+    [box(d.querySelector("#roofline svg")), box(d.getElementById("roofline-point-0"))]);
+}};
+</script></body></html>"""
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run installs it)")
+def test_roofline_plot_in_a_real_browser(tmp_path):
+    page = _page(tmp_path)
+    harness = tmp_path / "harness.html"
+    harness.write_text(HARNESS.format(page=page.name))
+    proc = _chromium("--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom",
+                     harness.as_uri(), profile=tmp_path / "p")
+    (svg_w, svg_h), (dot_w, dot_h) = json.loads(re.search(r"ROOF (\[.*?\])</pre>", proc.stdout).group(1))
+    assert svg_w > 300 and svg_h > 150 and dot_w > 0 and dot_h > 0
