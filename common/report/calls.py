@@ -27,7 +27,7 @@ import numpy as np
 
 from common.report.cpu_work import is_compute_name
 from common.report.model import ANNOTATION, OP, Model
-from common.report.phases import subtree_ends
+from common.report.phases import calls_in_window, subtree_ends
 
 # ops that only call others (a GPU launches nothing of their own): the work is in their children
 ROUTERS = frozenset({
@@ -64,12 +64,7 @@ class CallWork:
 def call_work(m: Model, annotation: Optional[str]) -> Optional[CallWork]:
     """The work of every call of ``annotation`` in the window (None when it has no call there)."""
     cpu, dev = m.cpu, m.dev
-    if not annotation or annotation not in m.names:
-        return None
-    sel = (cpu.kind == ANNOTATION) & (cpu.name == m.names.index(annotation))
-    if m.window_source == "ProfilerStep":
-        sel &= cpu.step >= 0
-    calls = np.flatnonzero(sel)
+    calls = calls_in_window(m, annotation, ANNOTATION) if annotation else np.zeros(0, dtype=np.int64)
     if not calls.size:
         return None
     ends = subtree_ends(m, calls)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from common.report.steadiness import NOISY_MIN_US, NOISY_RATIO, Spread
+from common.report.steadiness import Spread
 from common.report.tables import Tables
 
 # the findings that say what a variant teaches, most specific first
@@ -89,11 +89,10 @@ def glance_row(t: Tables, findings: list, path: str) -> GlanceRow:
     else:
         times = Spread(tuple(r.wall_us for r in t.step_rows))
         per, calls, ops, work = "step", len(t.step_rows), None, None
-    noisy = times.high > NOISY_RATIO * times.low and times.high - times.low > NOISY_MIN_US
     by_rule = {f.rule: f for f in findings}
     lesson = next((f"{r}: {by_rule[r].message}" for r in LESSON_RULES if r in by_rule), "")
     return GlanceRow(path, _variant(t), per, calls, ops, work, "kernels" if t.has_gpu else "compute ops",
-                     times.median, times.low, times.high, noisy, lesson)
+                     times.median, times.low, times.high, times.noisy, lesson)
 
 
 def render_glance(rows: list[GlanceRow], console) -> None:

@@ -69,6 +69,18 @@ def subtree_ends(m: Model, idx: np.ndarray) -> np.ndarray:
     return np.maximum(out, idx + 1)
 
 
+def calls_in_window(m: Model, name: str, kind: int) -> np.ndarray:
+    """The CPU events of kind ``kind`` named ``name`` inside the window (every one, when the window is
+    not made of ProfilerSteps), in lane order."""
+    cpu = m.cpu
+    if name not in m.names:
+        return np.zeros(0, dtype=np.int64)
+    sel = (cpu.kind == kind) & (cpu.name == m.names.index(name))
+    if m.window_source == "ProfilerStep":
+        sel &= cpu.step >= 0
+    return np.flatnonzero(sel)
+
+
 def _prefix(values: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
 

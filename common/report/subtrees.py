@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from common.report.model import OP, RUNTIME, Model
-from common.report.phases import subtree_ends
+from common.report.phases import calls_in_window, subtree_ends
 
 # the ops whose insides the attention rules read
 ATTENTION_PARENTS = ("aten::masked_fill", "aten::_scaled_dot_product_attention_math",
@@ -46,12 +46,7 @@ class Subtree:
 def subtree(m: Model, op: str) -> Subtree | None:
     """The ops, kernels and launches under every call of ``op`` in the window (None when it has none)."""
     cpu, dev = m.cpu, m.dev
-    if op not in m.names:
-        return None
-    sel = (cpu.kind == OP) & (cpu.name == m.names.index(op))
-    if m.window_source == "ProfilerStep":
-        sel &= cpu.step >= 0
-    calls = np.flatnonzero(sel)
+    calls = calls_in_window(m, op, OP)
     if not calls.size:
         return None
     ends = subtree_ends(m, calls)
@@ -63,7 +58,9 @@ def subtree(m: Model, op: str) -> Subtree | None:
     ops, ops_us = _by_name(m, cpu.name[nested], cpu.dur[nested])
     launched = np.flatnonzero(dev.launch >= 0)
     launched = launched[under[dev.launch[launched]]]
-    paths = _paths(m, nested, sel)
+    is_call = np.zeros(cpu.n, dtype=bool)
+    is_call[calls] = True
+    paths = _paths(m, nested, is_call)
     kernels, kernels_us = _by_name(m, dev.name[launched], dev.dur[launched])
     runtime = dev.launch[launched]
     launches = Counter(m.names[i] for i in cpu.name[runtime[cpu.kind[runtime] == RUNTIME]].tolist())

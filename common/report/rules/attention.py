@@ -17,9 +17,14 @@ FUSED_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled
              "aten::_flash_attention_forward", "aten::_efficient_attention_forward", "aten::_cudnn_attention_forward")
 
 
-def _per(count: float, calls: int) -> str:
+def _each(count: float, calls: int) -> str:
+    """How many per call: ``2``, or ``1.33`` when the calls differ."""
     each = count / calls if calls else 0.0
-    return f"{each:.3g} per call" if each != int(each) else f"{int(each)} per call"
+    return f"{each:.3g}" if each != int(each) else f"{int(each)}"
+
+
+def _per(count: float, calls: int) -> str:
+    return f"{_each(count, calls)} per call"
 
 
 def _copy_kernels(kernels: dict) -> dict:
@@ -88,7 +93,7 @@ def causal_mask_rebuilt(t: Tables):
         return None
     built = {op: s.paths[op] for op in MASK_OPS if s.paths.get(op)}
     return Finding("causal_mask_rebuilt", f"SDPA's math backend rebuilds the causal mask on every call: "
-                   + ", ".join(f"{op} {_per(n, s.calls).replace(' per call', '')}" for op, n in built.items())
+                   + ", ".join(f"{op} {_each(n, s.calls)}" for op, n in built.items())
                    + " per call", "the hand-written attention builds its mask once; a fused backend never "
                    "builds it (it skips the masked blocks)", dict(calls=s.calls, ops=built))
 
@@ -124,7 +129,7 @@ def fused_attention(t: Tables):
     decoded = [trace_names.describe_attention(d) for d in map(trace_names.decode_attention, kernels) if d]
     launch = ", ".join(f"{name} x{c}" for name, c in s.launches.items()) if kernels else ""
     transposes = s.ops.get("aten::transpose", 0)
-    before = (f"after {_per(transposes, s.calls).replace(' per call', '')} aten::transpose per call" if transposes
+    before = (f"after {_each(transposes, s.calls)} aten::transpose per call" if transposes
               else "with no transpose (it reads [batch, heads, seq, head_dim] as is)")
     msg = f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), {before}"
     if kernels:
