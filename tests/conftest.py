@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -100,10 +101,11 @@ def report_json(*args) -> dict:
 
 
 def trace_of(run: Run) -> Path:
-    """The one trace a lesson run wrote (not the report's annotated copy of it, --annotate)."""
+    """The one trace a lesson run wrote (not the report's annotated copy of it, --annotate): the one its
+    console names (``wrote DIR/NAME.json``), for a folder that several runs share."""
     assert run.returncode == 0, run.stderr
-    (path,) = [p for p in run.trace_dir.iterdir()
-               if p.name.endswith((".json", ".json.gz")) and ".annotated." not in p.name]
+    (path,) = [Path(m) for m in re.findall(r"^wrote (\S+\.json(?:\.gz)?)\b", run.stdout, flags=re.M)
+               if ".annotated." not in m]
     return path
 
 
@@ -189,3 +191,31 @@ def runs(tmp_path_factory):
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(go, plan.items()))
+
+
+# Part 3 at 2 sequences, 4 heads, 256 tokens (the ops per forward do not depend on the shape). The runs
+# memory teaches with (04_a vs 04_b, naive vs flash) also record allocations: that adds [memory] events
+# and no op.
+ATTENTION_SMALL = ["--batch", "2", "--heads", "4", "--seq", "256", "--head_dim", "64"]
+ATTENTION_PLAN = {
+    "naive": ("04_a_naive_attention.py", [*ATTENTION_SMALL, "--profile-memory"]),
+    "inplace": ("04_b_inplace_ops_attention.py", [*ATTENTION_SMALL, "--profile-memory"]),
+    "math": ("04_c_sdpa_attention.py", [*ATTENTION_SMALL, "--backend", "math"]),
+    "flash": ("04_c_sdpa_attention.py", [*ATTENTION_SMALL, "--backend", "flash", "--profile-memory"]),
+    "auto": ("04_c_sdpa_attention.py", [*ATTENTION_SMALL, "--backend", "auto"]),
+    # bf16 inputs: the math backend's FP32 upcast (P3.6) shows only when the inputs are not fp32 already
+    "math_bf16": ("04_c_sdpa_attention.py", [*ATTENTION_SMALL, "--backend", "math", "--dtype", "bf16"]),
+}
+
+
+@pytest.fixture(scope="session")
+def attention_runs(tmp_path_factory):
+    """Every Part 3 run the tests read, two at a time, each lesson's runs in one folder as a user's are."""
+    base = tmp_path_factory.mktemp("attention")
+
+    def go(item):
+        key, (script, args) = item
+        return key, run_script(script, *args, trace_dir=base / Path(script).stem)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(go, ATTENTION_PLAN.items()))

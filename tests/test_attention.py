@@ -5,36 +5,13 @@ The shapes are small (2 sequences, 4 heads, 256 tokens): the ops per forward do 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
 import pytest
 
-from conftest import CPU_DTYPE, Trace, command_env, report_json, run_module, run_script, trace_of
+from pathlib import Path
 
-SMALL = ["--batch", "2", "--heads", "4", "--seq", "256", "--head_dim", "64"]
+from conftest import CPU_DTYPE, Trace, command_env, report_json, run_module, trace_of
+
 STEM = f"2x4x256x64_{CPU_DTYPE}_warm_eager"
-PLAN = {
-    "naive": ("04_a_naive_attention.py", SMALL),
-    "inplace": ("04_b_inplace_ops_attention.py", SMALL),
-    "math": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "math"]),
-    "flash": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "flash"]),
-    "auto": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "auto"]),
-    # bf16 inputs: the math backend's FP32 upcast (P3.6) shows only when the inputs are not fp32 already
-    "math_bf16": ("04_c_sdpa_attention.py", [*SMALL, "--backend", "math", "--dtype", "bf16"]),
-}
-
-
-@pytest.fixture(scope="session")
-def attention_runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("attention")
-
-    def go(item):
-        key, (script, args) = item
-        return key, run_script(script, *args, trace_dir=base / key)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(go, PLAN.items()))
 
 
 def ok(run):
@@ -43,8 +20,7 @@ def ok(run):
 
 
 def trace(run) -> Trace:
-    (path,) = [p for p in ok(run).trace_dir.iterdir() if p.name.endswith(".json")]
-    return Trace(path)
+    return Trace(trace_of(ok(run)))
 
 
 def forwards(t: Trace, annotation: str) -> list[dict]:
@@ -65,13 +41,16 @@ def aten_ops(t: Trace, outer: dict) -> int:
 
 
 @pytest.mark.parametrize("key, name", [
-    ("naive", f"{STEM}.json"), ("inplace", f"{STEM}.json"), ("math", f"{STEM}_backend-math.json"),
-    ("flash", f"{STEM}_backend-flash.json"), ("auto", f"{STEM}_backend-auto.json"),
+    ("naive", f"{STEM}_mem.json"), ("inplace", f"{STEM}_mem.json"), ("math", f"{STEM}_backend-math.json"),
+    ("flash", f"{STEM}_mem_backend-flash.json"), ("auto", f"{STEM}_backend-auto.json"),
+    ("math_bf16", "2x4x256x64_bf16_warm_eager_backend-math.json"),
 ])
 def test_files_named_by_the_run(attention_runs, key, name):
-    """Every backend's files sit side by side: the backend is in the name, auto included."""
+    """Every backend's files sit side by side in the lesson's folder: the backend (auto included) and
+    --profile-memory are in the name."""
     run = ok(attention_runs[key])
-    assert run.files() == [name, name.replace(".json", ".txt")]
+    assert trace_of(run).name == name
+    assert {name, name.replace(".json", ".txt")} <= set(run.files())
 
 
 def test_naive_forward_runs_the_guessed_ops(attention_runs):
@@ -234,8 +213,9 @@ def test_glance_sets_the_variants_side_by_side(attention_runs):
     variants as Part 3 does (naive > in-place; math most; flash one fused op); and the text form."""
     base = trace_of(ok(attention_runs["naive"])).parent.parent
     glance = report_json("--glance", str(base))
-    by = {Path(r["trace"]).parent.name: r for r in glance}
-    assert set(by) == set(PLAN)
+    key_of = {trace_of(run).resolve(): key for key, run in attention_runs.items()}
+    by = {key_of[Path(r["trace"]).resolve()]: r for r in glance}
+    assert set(by) == set(attention_runs)
     work = {k: by[k]["work_per_call"] for k in by}
     assert (work["naive"], work["inplace"], work["flash"], work["auto"]) == (6, 5, 1, 1)
     assert work["math"] >= 10
@@ -243,7 +223,7 @@ def test_glance_sets_the_variants_side_by_side(attention_runs):
     assert ops["math"] > ops["naive"] > ops["inplace"] > ops["flash"]
     assert all(r["per"] in ("attn_fwd", "sdpa_fwd") and r["calls"] == 3 for r in glance)
     assert by["naive"]["lesson"].startswith("out_of_place_copy:")
-    text = run_module("common.report", "--glance", str(base / "naive"), str(base / "flash"), env=command_env(COLUMNS="80"))
+    text = run_module("common.report", "--glance", trace_of(attention_runs["naive"]), trace_of(attention_runs["flash"]), env=command_env(COLUMNS="80"))
     assert text.returncode == 0, text.stderr
     assert "04_a_naive_attention" in text.stdout and "04_c_sdpa_attention" in text.stdout
     assert max(map(len, text.stdout.splitlines())) <= 80

@@ -44,13 +44,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SMALL_MLP, command_env, module_command, run_module, run_script, trace_of
+from conftest import ATTENTION_SMALL, REPO, SMALL_MLP, command_env, module_command, run_module, run_script, trace_of
 from test_ddp import gpu_rank
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-TINY_ATTENTION = ["--batch", "1", "--heads", "2", "--seq", "64", "--head_dim", "16"]
 MLP_SHRUNK = dict(zip(SMALL_MLP[::2], SMALL_MLP[1::2]))
 OUTPUT_ONLY = {"--html", "--annotate"}  # flags that add files and change nothing else in a run
+RECORDING = {"--profile-memory"}  # flags that record more into the trace: the run is the documented one, and more
 DEFAULTS = {  # a flag given at its default is the run without it
     "01_matmul_add.py": {"--size": "64"},
     "02_linear.py": {"--batch": "1024", "--in_dim": "32", "--out_dim": "64"},
@@ -119,12 +119,12 @@ COMMANDS = {
     "uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072 --compile": Lesson(replace=MLP_SHRUNK),
     # CUDA only: tests/test_bad_input.py runs each on the CPU (one error: line, exit 2, nothing written)
     "uv run 03_kernels_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072": Refused("03_simple_mlp.py --compile"),
-    # Part 3: the post's 8x16x1024x64 -> 1x2x64x16
-    "uv run 04_a_naive_attention.py": Lesson(append=tuple(TINY_ATTENTION)),
-    "uv run 04_b_inplace_ops_attention.py": Lesson(append=tuple(TINY_ATTENTION)),
-    "uv run 04_c_sdpa_attention.py --backend math": Lesson(append=tuple(TINY_ATTENTION)),
-    "uv run 04_c_sdpa_attention.py --backend flash": Lesson(append=tuple(TINY_ATTENTION)),
-    "uv run 04_c_sdpa_attention.py --backend auto": Lesson(append=tuple(TINY_ATTENTION)),
+    # Part 3: the post's 8x16x1024x64 -> 2x4x256x64 (conftest's attention_runs)
+    "uv run 04_a_naive_attention.py": Lesson(append=tuple(ATTENTION_SMALL)),
+    "uv run 04_b_inplace_ops_attention.py": Lesson(append=tuple(ATTENTION_SMALL)),
+    "uv run 04_c_sdpa_attention.py --backend math": Lesson(append=tuple(ATTENTION_SMALL)),
+    "uv run 04_c_sdpa_attention.py --backend flash": Lesson(append=tuple(ATTENTION_SMALL)),
+    "uv run 04_c_sdpa_attention.py --backend auto": Lesson(append=tuple(ATTENTION_SMALL)),
     "uv run 04_c_sdpa_attention.py --backend efficient": Refused('["--backend", "efficient"]'),
     "uv run 04_c_sdpa_attention.py --backend cudnn": Refused('["--backend", "cudnn"'),
     "uv run 04_d_kernels_attention.py": Refused("04_c_sdpa_attention.py --backend flash"),
@@ -244,18 +244,19 @@ def same_run(script: str, args, run) -> bool:
     if run.script != script:
         return False
     mine, theirs = canonical(script, args), canonical(script, run.args)
-    return all(theirs.get(f) == v for f, v in mine.items()) and set(theirs) - set(mine) <= OUTPUT_ONLY
+    return all(theirs.get(f) == v for f, v in mine.items()) and set(theirs) - set(mine) <= OUTPUT_ONLY | RECORDING
 
 
 LESSON_RUNS = sorted({shrunk(c, how) for c, how in COMMANDS.items() if isinstance(how, Lesson)})
 
 
 @pytest.fixture(scope="module")
-def lesson_runs(runs, tmp_path_factory):
+def lesson_runs(runs, attention_runs, tmp_path_factory):
     """Each shrunk lesson run: conftest's when it made it, else run now (two at a time), every run of a
     lesson writing into one folder as a user's would."""
     base = tmp_path_factory.mktemp("docs_runs")
-    done = {key: next((r for r in runs.values() if same_run(*key, r)), None) for key in LESSON_RUNS}
+    made = [*runs.values(), *attention_runs.values()]
+    done = {key: next((r for r in made if same_run(*key, r)), None) for key in LESSON_RUNS}
     todo = [key for key, run in done.items() if run is None]
 
     def go(key):

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from conftest import DATA_TRACES, REPO, event, report_json, run_module, run_script, trace_of, write_trace
+from conftest import CPU_DTYPE, DATA_TRACES, REPO, event, report_json, run_module, run_script, trace_of, write_trace
 
 KINETO = DATA_TRACES / "kineto"
 RESNET = KINETO / "v100_resnet50_train.json.gz"
@@ -133,21 +133,20 @@ def test_text_html_and_annotated_copy(tmp_path):
 
 # -- the lessons ----------------------------------------------------------------------------------------------------
 
-ATTENTION = ["--batch", "1", "--heads", "2", "--seq", "128", "--head_dim", "32", "--dtype", "fp32"]
 LLM = ["--prompt-len", "8", "--new-tokens", "5", "--dtype", "fp32"]
 FAST = ["--profile-memory", "--schedule", "0,0,2", "--no-report"]
-LESSONS = {
-    "naive": ("04_a_naive_attention.py", ATTENTION),
-    "inplace": ("04_b_inplace_ops_attention.py", ATTENTION),
-    "flash": ("04_c_sdpa_attention.py", [*ATTENTION, "--backend", "flash"]),
+LLM_RUNS = {
     "dynamic": ("05_llm.py", LLM),
     "static": ("05_llm.py", [*LLM, "--cache", "static"]),
 }
+SCORES = (2, 4, 256, 256)  # conftest's ATTENTION_SMALL: [batch, heads, seq, seq]
+SCORES_BYTES = 2 * 4 * 256 * 256 * 4 if CPU_DTYPE == "fp32" else 2 * 4 * 256 * 256 * 2
 
 
 @pytest.fixture(scope="module")
-def lessons(tmp_path_factory) -> dict:
-    """Each lesson once, with --profile-memory, at tiny shapes; the report's JSON of each."""
+def lessons(attention_runs, tmp_path_factory) -> dict:
+    """The report's JSON of each memory lesson: the session's Part 3 runs (naive, in-place, flash record
+    allocations), and the LLM lesson once per cache, with --profile-memory, at tiny shapes."""
     base = tmp_path_factory.mktemp("memory")
 
     def go(item):
@@ -156,7 +155,9 @@ def lessons(tmp_path_factory) -> dict:
         return key, report_json(trace_of(run))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(go, LESSONS.items()))
+        reports = dict(pool.map(go, LLM_RUNS.items()))
+        reports.update(pool.map(lambda k: (k, report_json(trace_of(attention_runs[k]))), ("naive", "inplace", "flash")))
+    return reports
 
 
 def finding(report: dict, rule: str) -> dict:
@@ -165,21 +166,21 @@ def finding(report: dict, rule: str) -> dict:
 
 
 def test_inplace_mask_saves_one_score_matrix_per_forward(lessons):
-    scores = 1 * 2 * 128 * 128 * 4
+    scores = SCORES_BYTES
     naive, inplace = (finding(lessons[k], "attention_scores_memory") for k in ("naive", "inplace"))
     assert naive["evidence"]["allocated_bytes_per_call"] - inplace["evidence"]["allocated_bytes_per_call"] == scores
     assert naive["evidence"]["masked_fill_copy_bytes_per_call"] == scores
     assert inplace["evidence"]["masked_fill_copy_bytes_per_call"] == 0
     assert naive["evidence"]["score_sized_per_call"] == inplace["evidence"]["score_sized_per_call"] + 1
-    assert "aten::masked_fill's copy is 131,072 B" in naive["message"]
+    assert f"aten::masked_fill's copy is {scores:,} B" in naive["message"]
 
 
 def test_flash_allocates_no_score_matrix(lessons):
     naive, flash = (finding(lessons[k], "attention_scores_memory")["evidence"] for k in ("naive", "flash"))
-    assert naive["scores_shape"] == flash["scores_shape"] == [1, 2, 128, 128]
+    assert naive["scores_shape"] == flash["scores_shape"] == list(SCORES)
     assert naive["largest_bytes"] == naive["scores_bytes"] and naive["score_sized_per_call"] >= 3
     assert flash["score_sized_per_call"] == 0 and flash["largest_bytes"] < flash["scores_bytes"]
-    assert flash["largest_bytes"] == 1 * 2 * 128 * 32 * 4  # the output [batch, heads, seq, head_dim]
+    assert flash["largest_bytes"] == SCORES_BYTES // 256 * 64  # the output [batch, heads, seq, head_dim]
 
 
 def test_kv_cache_grows_per_token_under_dynamic_and_not_under_static(lessons):
