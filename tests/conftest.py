@@ -175,8 +175,8 @@ def runs(tmp_path_factory):
         "01_gzip": ("01_matmul_add.py", ["--size", "16", "--warmup", "--schedule", "0,0,4", "--gzip",
                                          "--dtype", "fp32", "--record-shapes"]),
         "01_warm": ("01_matmul_add.py", ["--warmup"]),
-        # the posts' wait=0, warmup=0 experiment; also the report's page and the annotated trace
-        "01_cold_sched": ("01_matmul_add.py", ["--schedule", "0,0,5", "--html", "--annotate"]),
+        # the posts' wait=0, warmup=0, active=20 experiment; also the report's page and the annotated trace
+        "01_cold_sched": ("01_matmul_add.py", ["--schedule", "0,0,20", "--html", "--annotate"]),
         "01_2048": ("01_matmul_add.py", ["--size", "2048", "--warmup"]),
         "02_eager": ("02_linear.py", []),
         "02_compile": ("02_linear.py", ["--batch", "64", "--compile"]),

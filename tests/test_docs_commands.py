@@ -102,16 +102,15 @@ class Script:
 
 POSTS_01 = Lesson(replace={"--size": "64"})  # Part 1's 4096 matrices: 64 (the schedule is what counts)
 COMMANDS = {
-    # Part 1: 4096 -> 64; the batch run at 32 and the posts' schedule experiment at 5 active steps
-    # (conftest's runs "01_batch", "01_cold_sched")
+    # Part 1: 4096 -> 64; the batch run at 32 (conftest's runs "01_batch", "01_cold_sched")
     "uv run 01_matmul_add.py --size 4096 --warmup --compile": POSTS_01,
     "uv run 01_matmul_add.py --size 64": POSTS_01,
     "uv run 01_matmul_add.py --size 64 --warmup": POSTS_01,
     "uv run 01_matmul_add.py --size 4096 --warmup": POSTS_01,
     "uv run 01_matmul_add.py --size 64 --batch 8": Lesson(replace={"--size": "32"}),
-    "uv run 01_matmul_add.py --size 64 --schedule 0,0,20": Lesson(replace={"--schedule": "0,0,5"}),
+    "uv run 01_matmul_add.py --size 64 --schedule 0,0,20": POSTS_01,
     # the page and the annotated copy: at conftest's "01_cold_sched" schedule, which writes them too
-    "uv run 01_matmul_add.py --html --annotate": Lesson(append=("--schedule", "0,0,5")),
+    "uv run 01_matmul_add.py --html --annotate": Lesson(append=("--schedule", "0,0,20")),
     # Part 2: nn.Linear's batch 1024 -> 64 when compiled; the MLP at conftest's SMALL_MLP
     "uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64": Lesson(),
     "uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64 --compile": Lesson(replace={"--batch": "64"}),
@@ -161,6 +160,7 @@ COMMANDS = {
     "uv run -m common.view --list": ViewList(),
     "uv run -m common.share traces -b my-traces": Share(),
     # tests and CI
+    "uv sync --compile-bytecode": CI(),
     "uv run pytest": CI(),
     "uv run --with holistictraceanalysis==0.5.0 pytest -q tests/test_hta_interop.py": CI(),
     "uv run --with traceinsight==0.6.1 pytest -q tests/test_hta_interop.py": CI(),

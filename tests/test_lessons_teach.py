@@ -8,13 +8,14 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from common.paths import parse_tag
-from conftest import CPU_DTYPE, DATA_TRACES, REPO, command_env, report_json, run_module, run_script, trace_of as trace
+from conftest import CPU_DTYPE, DATA_TRACES, REPO, Trace, command_env, report_json, run_module, run_script, trace_of as trace
 
 
 def findings(path: Path) -> dict[str, dict]:
@@ -30,10 +31,10 @@ def test_experiments_do_not_overwrite_the_default_run(runs):
     experiment = trace(runs["01_cold_sched"]).name
     shaped = trace(runs["01_gzip"]).name
     assert default == f"64_{CPU_DTYPE}_cold_eager.json"
-    assert experiment == f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.json"
+    assert experiment == f"64_{CPU_DTYPE}_cold_eager_sched-0-0-20.json"
     assert shaped == "16_fp32_warm_eager_sched-0-0-4_shapes.json.gz"
     assert parse_tag(default).variants == ()
-    assert parse_tag(experiment).variant("sched") == "0-0-5"
+    assert parse_tag(experiment).variant("sched") == "0-0-20"
     tag = parse_tag(shaped)
     assert (tag.shape, tag.dtype, tag.warm, tag.variants) == ((16,), "fp32", True, (("sched", "0-0-4"), ("shapes", "")))
 
@@ -43,7 +44,7 @@ def test_the_trace_carries_the_runs_knobs(runs):
     with open(trace(runs["01_cold_sched"])) as f:
         knobs = json.load(f)["lesson"]
     assert knobs["script"] == "01_matmul_add" and knobs["warmup"] is False and knobs["shape"] == [64]
-    assert knobs["schedule"] == {"wait": 0, "warmup": 0, "active": 5, "repeat": 1}
+    assert knobs["schedule"] == {"wait": 0, "warmup": 0, "active": 20, "repeat": 1}
     with open(trace(runs["02_eager"])) as f:
         assert json.load(f)["lesson"]["warmup"] is True  # 02 warms up by default
 
@@ -73,7 +74,7 @@ def test_compiled_runs_never_get_the_compile_advice(runs, key):
 
 
 def test_a_cold_run_gets_the_warm_up_advice(runs):
-    """--schedule 0,0,5 without --warmup: step #0 is the workload's very first call."""
+    """--schedule 0,0,20 without --warmup: step #0 is the workload's very first call."""
     f = findings(trace(runs["01_cold_sched"]))
     cold = f["cold_first_step"]
     assert cold["evidence"]["first_step"] == "ProfilerStep#0" and cold["evidence"]["warmed_up"] is False
@@ -187,9 +188,9 @@ def test_list_reads_at_80_columns(runs):
     root = runs["01_cold_sched"].trace_dir
     out = _run80("common.view", "--list", root.name, cwd=root.parent)  # paths relative to where you stand
     lines = [line.strip() for line in out.splitlines()]
-    assert f"{root.name}/64_{CPU_DTYPE}_cold_eager_sched-0-0-5.json" in lines  # whole, on one line, to copy
-    assert f"{root.name}/64_{CPU_DTYPE}_cold_eager_sched-0-0-5.annotated.json" in lines
-    assert f"size 64, {CPU_DTYPE}, cold, eager; sched-0-0-5" in out
+    assert f"{root.name}/64_{CPU_DTYPE}_cold_eager_sched-0-0-20.json" in lines  # whole, on one line, to copy
+    assert f"{root.name}/64_{CPU_DTYPE}_cold_eager_sched-0-0-20.annotated.json" in lines
+    assert f"size 64, {CPU_DTYPE}, cold, eager; sched-0-0-20" in out
 
 
 # ----------------------------------------------------------------------------- 9. noise on stderr
@@ -216,3 +217,71 @@ def test_share_checks_the_login_before_the_run(tmp_path):
     run = run_script("01_matmul_add.py", "--size", "16", "--share", "my-bucket", trace_dir=tmp_path / "out", env=env)
     assert run.returncode == 2 and "not logged in" in run.stderr and run.stderr.count("\n") == 1
     assert run.files() == [] and "profil" not in run.stdout  # refused before anything ran
+
+
+# ----------------------------------------------------------------------------- 5. the posts' CPU findings
+
+
+def test_twenty_steps_show_the_op_time_spread(runs):
+    """P1.14 on the CPU (--schedule 0,0,20): aten::mm's own time in each of the 20 steps, as the trace holds
+    it, with its median and mean; the verdict follows from them (a few slow steps carry the mean, or the
+    steps agree). A 3-step run shows no spread."""
+    path = trace(runs["01_cold_sched"])
+    ev = findings(path)["op_time_spread"]["evidence"]
+    t = Trace(path)
+    own = []
+    for step in t.steps:  # aten::mm's self time: its duration less its child ops' (resolve_conj, not nested deeper)
+        (mm,) = t.inside(step, "aten::mm")
+        kids = [e for e in t.inside(mm) if e.get("cat") == "cpu_op"]
+        assert {e["name"] for e in kids} <= {"aten::resolve_conj"}
+        own.append(mm["dur"] - sum(e["dur"] for e in kids))
+    assert ev["op"] == "aten::mm" and ev["calls_per_step"] == 1 and len(ev["per_step_us"]) == 20
+    assert ev["per_step_us"] == pytest.approx(own, abs=0.06)  # the evidence is rounded to 0.1 µs
+    assert ev["median_us"] == pytest.approx(statistics.median(own), abs=0.06)
+    assert ev["mean_misleads"] == (statistics.fmean(own) > 1.2 * statistics.median(own))
+    for key in ("01_default", "01_warm"):
+        assert "op_time_spread" not in findings(trace(runs[key]))
+
+
+def test_cold_schedule_on_the_cpu_says_why_no_buffer_request(runs):
+    """P1.8: the Activity Buffer Request is a GPU-lane event; a CPU run of wait=0, warmup=0 says so, and what
+    its cold window does show (the cold first step, when the report finds one)."""
+    f = findings(trace(runs["01_cold_sched"]))
+    note = f["buffer_request_gpu_only"]
+    assert note["level"] == "note" and "GPU lane" in note["message"] and "activity_buffer_request" not in f
+    assert note["evidence"]["cold_first_step"] == ("cold_first_step" in f)
+    assert "buffer_request_gpu_only" in runs["01_cold_sched"].stdout
+    for key in ("01_default", "01_warm", "02_eager"):  # the default schedule waits and warms up
+        assert "buffer_request_gpu_only" not in findings(trace(runs[key]))
+
+
+def test_compile_frames_cost_per_step_on_the_console(runs):
+    """P1.18: a compiled single op's frames cost CPU on every step: their own time per step (from the trace's
+    self times), beside the compute ops' own work, in the report the lesson prints."""
+    path = trace(runs["01_compile"])
+    report = report_json(path)
+    (f,) = [f for f in report["findings"] if f["rule"] == "torch_compile"]
+    frames = [o for o in report["ops"] if o["name"].startswith(("Torch-Compiled Region", "## Call CompiledFxGraph"))
+              or o["name"] in ("TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "Pregraph bytecode",
+                               "CompiledFunction")]
+    per_step = sum(o["self_cpu_us"] for o in frames) / len(report["steps"])
+    assert f["evidence"]["frames_self_us_per_step"] == pytest.approx(per_step, rel=1e-3)
+    assert f["evidence"]["compute_us_per_step"] > 0
+    assert "own CPU time" in f["message"] and "per step" in f["message"]
+    assert "the frames' own CPU time" in runs["01_compile"].stdout.replace("\n", " ").replace("  ", " ")
+
+
+def test_hints_fit_the_run(runs):
+    """matmul_dispatch: a 2-D run hears nothing of bmm's cost nor cuBLAS; a batched one of bmm, not cuBLAS
+    (a CPU run). nn.Linear's chain: eager 02 (P2.1), compiled 02 (P2.2, no aten::t); 01 compiled is not a
+    Linear. The regime's Part 1 analogy is told to Part 1's lesson only."""
+    plain, batched = (findings(trace(runs[k]))["matmul_dispatch"] for k in ("01_default", "01_batch"))
+    assert plain["evidence"]["bmm"] == 0 and "bmm is" not in plain["hint"] and "cuBLAS" not in plain["hint"]
+    assert batched["evidence"]["bmm"] > 0 and "bmm is the batched path" in batched["hint"] and "cuBLAS" not in batched["hint"]
+    eager, compiled = (findings(trace(runs[k])) for k in ("02_eager", "02_compile"))
+    assert eager["linear_chain"]["evidence"]["compiled"] is False and "P2.1" in eager["linear_chain"]["message"]
+    assert compiled["linear_chain"]["evidence"] == dict(addmm=3, linear=0, views={"aten::t": 0}, compiled=True)
+    assert "linear_chain" not in findings(trace(runs["01_compile"]))
+    for key in ("02_eager", "02_compile", "03_eager", "03_compile"):
+        for finding in findings(trace(runs[key])).values():
+            assert "Part 1's size" not in finding["message"], (key, finding["rule"])

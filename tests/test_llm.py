@@ -374,3 +374,29 @@ def test_plan_refuses_before_allocating(lesson_cli, folders, case, args, words):
         llm.plan(lesson_cli.parse_args(argv))
     assert words in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+# -- L.3/L.4 in the report: what the variants change in one decode call -----------------------------------------------
+
+def test_report_names_each_variants_decode_chain(llm_runs):
+    """The short report (the lesson's console) names the attention op and the KV cache's write op of a decode
+    call, with the counts the trace holds: SDPA per layer and aten::cat (2 per layer for the cache) by
+    default; bmm + softmax and aten::index_copy_ with --attn eager --cache static."""
+    for key, attention, cache in (("default", "sdpa", "dynamic"), ("eager_static", "eager", "static")):
+        run = ok(llm_runs[key])
+        trace = parsed(run)
+        decode = trace.named("decode")[0]
+        seen = names_in(trace, decode)
+        (f,) = [f for f in report_json(trace_of(run))["findings"] if f["rule"] == "llm_decode_chain"]
+        ev = f["evidence"]
+        assert (ev["attention"], ev["cache"], ev["layers"]) == (attention, cache, LAYERS)
+        for op, per_call in ev["per_call"].items():
+            assert per_call == seen[op], op  # every decode call runs the same ops
+        if cache == "dynamic":
+            assert f"aten::cat {seen['aten::cat']}x, {2 * LAYERS} of them appending" in f["message"]
+            assert "--cache static" in f["hint"] and "index_copy_" not in f["message"]
+        else:
+            assert f"aten::index_copy_ {2 * LAYERS}x (2 per layer" in f["message"] and "--cache static" not in f["hint"]
+        assert ("aten::scaled_dot_product_attention" in f["message"]) == (attention == "sdpa")
+        assert ("aten::softmax" in f["message"]) == (attention == "eager")
+        assert "llm_decode_chain: decode, per call:" in run.stdout.replace("\n", " ")

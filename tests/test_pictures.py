@@ -73,7 +73,7 @@ def assert_offline(text: str, page: Page) -> None:
 
 def test_page_for_a_cpu_lesson_run(runs):
     run = runs["01_cold_sched"]
-    html_path = run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.html"
+    html_path = run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-20.html"
     text = html_path.read_text()
     page = Page(text)
     assert_offline(text, page)
@@ -89,8 +89,8 @@ def test_page_for_a_cpu_lesson_run(runs):
     assert page.figures["spread"]["series"][0]["values_us"] == pytest.approx(walls, abs=1e-3)
     for f in report["findings"]:
         assert f'id="finding-{f["rule"]}"' in text
-    assert "<h2>Annotations (per call)</h2>" in text and "<td>matmul_add</td><td class=\"num\">5</td>" in text
-    assert parse_tag(html_path.name).variant("sched") == "0-0-5"
+    assert "<h2>Annotations (per call)</h2>" in text and "<td>matmul_add</td><td class=\"num\">20</td>" in text
+    assert parse_tag(html_path.name).variant("sched") == "0-0-20"
     assert f"wrote {display_path(html_path, start=REPO)}" in run.stdout.replace("\n", "")
 
 
@@ -182,8 +182,8 @@ def test_annotated_trace_reads_back_the_same(tmp_path, name):
 def test_annotated_lesson_trace_marks_the_findings_where_they_happen(runs):
     run = runs["01_cold_sched"]
     trace = lesson_trace(run)
-    annotated = run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.annotated.json"
-    assert parse_tag(annotated.name).variant("sched") == "0-0-5"
+    annotated = run.trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-20.annotated.json"
+    assert parse_tag(annotated.name).variant("sched") == "0-0-20"
     doc = json.loads(annotated.read_text())
     slices = {e["name"]: e for e in doc["traceEvents"] if e.get("cat") == "finding" and e["ph"] == "X"}
     steps = sorted((e for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")),
@@ -236,7 +236,7 @@ def _not_blank(png: Path) -> bool:
 def test_pages_in_a_real_browser(runs, tmp_path, which):
     page = tmp_path / f"{which}.html"
     if which == "cpu":
-        shutil.copy(runs["01_cold_sched"].trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-5.html", page)
+        shutil.copy(runs["01_cold_sched"].trace_dir / f"64_{CPU_DTYPE}_cold_eager_sched-0-0-20.html", page)
     elif which == "gpu":
         assert cli(RESNET, "--html", page).returncode == 0
     else:

@@ -164,3 +164,25 @@ def test_compare_uses_medians_not_means(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "cannot tell which run is faster: A's steps vary 10.0x" in out.stdout and "1.10x A's" not in out.stdout
     assert "dev A" not in out.stdout
+
+
+def many_adds_trace(tmp_path, name, *, optimizer: bool):
+    """Two steps of 150 aten::add each; with ``optimizer``, an ``Optimizer.step#SGD.step`` annotation per step."""
+    ev = []
+    for i in range(2):
+        t = i * 1000.0
+        ev.append(event(f"ProfilerStep#{i}", t, 900, "user_annotation"))
+        ev += [event("aten::add", t + 1 + 5 * k, 4) for k in range(150)]
+        if optimizer:
+            ev.append(event("Optimizer.step#SGD.step", t + 800, 50, "user_annotation"))
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_many_calls_suggests_fused_optimizers_only_where_an_optimizer_stepped(tmp_path):
+    inference = rules(many_adds_trace(tmp_path, "infer.json", optimizer=False))["many_calls"]
+    training = rules(many_adds_trace(tmp_path, "train.json", optimizer=True))["many_calls"]
+    assert inference.evidence["calls_per_step"] == training.evidence["calls_per_step"] == 150
+    assert "optimizer" not in inference.hint and "torch.compile" in inference.hint
+    assert "foreach/fused optimizers" in training.hint

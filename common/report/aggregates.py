@@ -404,6 +404,7 @@ class CompileFrames:
     frames: dict  # TorchDynamo Cache Lookup, ... -> calls
     region_phase: dict  # region name -> the annotation (not ProfilerStep#N) its calls sit in most often, or None
     recompiled_calls: tuple  # Span of every call of a region K/M with M > 0
+    self_us: float = 0.0  # the frames' own CPU time (regions, CompiledFxGraph, Dynamo's and AOT's), in the window
 
 
 def compile_frames(m: Model, ops: tuple) -> Optional[CompileFrames]:
@@ -412,6 +413,7 @@ def compile_frames(m: Model, ops: tuple) -> Optional[CompileFrames]:
     regions = {n: o.calls for n, o in by_name.items() if REGION.match(n)}
     hashes = {FXGRAPH.match(n).group(1): o.calls for n, o in by_name.items() if FXGRAPH.match(n)}
     frames = {n: o.calls for n, o in by_name.items() if n in COMPILE_FRAMES}
+    self_us = sum(o.self_cpu_us for n, o in by_name.items() if REGION.match(n) or FXGRAPH.match(n) or n in COMPILE_FRAMES)
     if not (regions or hashes or frames):
         return None
     cpu = m.cpu
@@ -424,7 +426,7 @@ def compile_frames(m: Model, ops: tuple) -> Optional[CompileFrames]:
     ids = [i for i, n in enumerate(m.names) if n.startswith("Torch-Compiled Region: ") and not n.endswith("/0")]
     hits = np.flatnonzero(np.isin(cpu.name, ids))
     return CompileFrames(regions, hashes, frames, region_phase,
-                         tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist()))
+                         tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist()), float(self_us))
 
 
 def gpu_of_trace(m: Model) -> Gpu:

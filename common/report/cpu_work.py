@@ -59,6 +59,7 @@ class CpuWork:
     steps: tuple[StepWork, ...]
     compute_ops: tuple[OpTime, ...]  # heaviest first
     dispatch: tuple[OpTime, ...]  # the other events' self time by name, heaviest first (ProfilerStep#N as one)
+    heaviest_per_step: tuple[StepWork, ...] = ()  # the heaviest compute op's own time and calls in each step
 
     @property
     def median_compute_pct(self) -> float:
@@ -119,8 +120,18 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     per_step_us = np.minimum(np.bincount(step[sel], weights=self_us[sel], minlength=nsteps), step_walls)
     per_step_calls = np.bincount(step[sel], minlength=nsteps)
     steps = tuple(StepWork(float(w), float(c), int(k)) for w, c, k in zip(step_walls, per_step_us, per_step_calls))
-    return CpuWork(steps, _by_name(sel, name, names, self_us),
-                   _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True))
+    ops = _by_name(sel, name, names, self_us)
+    return CpuWork(steps, ops, _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True),
+                   _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else ())
+
+
+def _one_op_per_step(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray, step: np.ndarray,
+                     step_walls: list[float], op: str) -> tuple[StepWork, ...]:
+    """``op``'s own time and calls in each step (of the selected events)."""
+    mine = sel[name[sel] == names.index(op)]
+    us = np.bincount(step[mine], weights=self_us[mine], minlength=len(step_walls))
+    calls = np.bincount(step[mine], minlength=len(step_walls))
+    return tuple(StepWork(float(w), float(u), int(k)) for w, u, k in zip(step_walls, us, calls))
 
 
 def _by_name(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray,

@@ -10,7 +10,7 @@ breakdown, GPU utilization, Est. SM efficiency and occupancy over its device-ali
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -20,6 +20,7 @@ from common.knobs import RunKnobs
 from common.report import aggregates as agg
 from common.report import names as trace_names
 from common.report.calls import call_work
+from common.report.chains import phase_chains
 from common.report.cpu_work import CpuWork, split_cpu_work
 from common.report.guessed import GuessCheck, check_guess
 from common.report.gpus import Gpu
@@ -79,6 +80,7 @@ class Tables:
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
+    chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -129,7 +131,8 @@ def build_tables(m: Model) -> Tables:
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
-        guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m))
+        guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
+        chains=phase_chains(m, [p.name for p in phases]))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

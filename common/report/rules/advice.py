@@ -19,6 +19,15 @@ def compiled(t: Tables) -> bool:
     return bool(t.knobs is not None and t.knobs.compile)
 
 
+TRAINING_MARKS = ("Optimizer.step#", "Optimizer.zero_grad#", "autograd::engine::evaluate_function")
+
+
+def trains(t: Tables) -> bool:
+    """The run trains: an optimizer stepped (the profiler's ``Optimizer.step#SGD.step``) or autograd ran a
+    backward pass. An inference run has no optimizer to fuse."""
+    return any(n.startswith(TRAINING_MARKS) for n in t.model.names)
+
+
 def graphs_replayed(t: Tables) -> bool:
     """The run replays CUDA graphs: a compile mode that captures them, or cudaGraphLaunch in the trace."""
     knobs = t.knobs

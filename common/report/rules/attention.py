@@ -92,7 +92,7 @@ def causal_mask_rebuilt(t: Tables):
     if s is None or not s.paths.get("aten::tril"):
         return None
     built = {op: s.paths[op] for op in MASK_OPS if s.paths.get(op)}
-    return Finding("causal_mask_rebuilt", f"SDPA's math backend rebuilds the causal mask on every call: "
+    return Finding("causal_mask_rebuilt", "SDPA's math backend rebuilds the causal mask on every call: "
                    + ", ".join(f"{op} {_each(n, s.calls)}" for op, n in built.items())
                    + " per call", "the hand-written attention builds its mask once; a fused backend never "
                    "builds it (it skips the masked blocks)", dict(calls=s.calls, ops=built))

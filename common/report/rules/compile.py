@@ -15,7 +15,8 @@ def torch_compile(t: Tables):
     """A Torch-Compiled Region: K/M row: you're inside a compiled function. TorchDynamo Cache Lookup
     on every step: Dynamo checking guards (paid on every call). AOTDispatcher Runtime Wrapper
     Prologue: AOTAutograd's wrapper, always in the stack. ## Call CompiledFxGraph <hash> with the
-    same hash across steps: cache hits on the generated code."""
+    same hash across steps: cache hits on the generated code. The frames' own CPU time per step is
+    what compiling adds to every call (P1.18: for a single op, more CPU than eager)."""
     info = t.compile
     if info is None:
         return None
@@ -29,10 +30,28 @@ def torch_compile(t: Tables):
         parts.append("CompiledFxGraph " + ", ".join(f"{h} ({c}x)" for h, c in info.hashes.items()))
     one = len(info.hashes) <= 1 and len(info.regions) <= 1
     verdict = "one graph, called from its cache every step" if one else "several graphs (see recompiles)"
-    return Finding("torch_compile", f"torch.compile frames: {'; '.join(parts)}: {verdict}",
+    cost, ev = _frames_cost(t, nsteps)
+    return Finding("torch_compile", f"torch.compile frames: {'; '.join(parts)}: {verdict}{cost}",
                    "generated code: /tmp/torchinductor_<user>/ (TORCH_COMPILE_DEBUG=1 or TORCH_LOGS=output_code); "
-                   "for a single small op the Dynamo/AOT wrappers cost more CPU than eager",
-                   dict(regions=info.regions, hashes=info.hashes, frames=info.frames))
+                   "for a single small op the Dynamo/AOT wrappers cost more CPU than eager: --compare this run with "
+                   "its eager twin to see it",
+                   dict(regions=info.regions, hashes=info.hashes, frames=info.frames, **ev))
+
+
+def _frames_cost(t: Tables, nsteps: int) -> tuple[str, dict]:
+    """The frames' own CPU per step, against the compute ops' own work per step on the CPU: words and evidence."""
+    if not nsteps:
+        return "", {}
+    per_step = t.compile.self_us / nsteps
+    ev = dict(frames_self_us_per_step=rounded(per_step))
+    words = f"; the frames' own CPU time (guards, wrappers, the graph's Python) is {fmt_us(per_step)} per step"
+    work = t.cpu_work
+    if not t.has_gpu and work is not None and work.compute_ops:
+        compute = sum(s.compute_us for s in work.steps) / len(work.steps)
+        ops = ", ".join(o.name for o in work.compute_ops[:2])
+        words += f", against {fmt_us(compute)} of the compute ops' own work ({ops})"
+        ev["compute_us_per_step"] = rounded(compute)
+    return words, ev
 
 
 def recompiles(t: Tables):

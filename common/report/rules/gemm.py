@@ -95,7 +95,7 @@ def metadata_only_ops(t: Tables):
 
 def matmul_dispatch(t: Tables):
     """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
-    extra CUDA runtime calls): a batched matmul on 3D+ tensors."""
+    extra CUDA runtime calls): a batched matmul on 3D+ tensors (P1.10: a leading batch axis)."""
     kids = t.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
@@ -110,10 +110,45 @@ def matmul_dispatch(t: Tables):
     rtxt = ""
     if rt_per:
         rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
-    return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}",
-                   "bmm is the batched path (cuBLAS does more heuristic work per call); flatten leading dims to "
-                   "use one big mm when the weights are shared",
+    if bmm:
+        why = "cuBLAS does more heuristic work per call" if t.has_gpu else "one GEMM per batch entry"
+        hint = (f"bmm is the batched path ({why}); flatten leading dims to use one big mm when the weights are "
+                "shared")
+    else:
+        hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
+    return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
                    dict(mm=mm, bmm=bmm, runtime_calls_per_call=rt_per))
+
+
+def linear_chain(t: Tables):
+    """nn.Linear's op chain (Part 2). Eager (P2.1): aten::linear -> aten::t (a view of the weight: no
+    data moved, no kernel) -> aten::addmm (the matmul and the bias in one op: no aten::add). Compiled
+    (P2.2): the same aten::addmm, called from the compiled graph, with no aten::linear and no aten::t
+    around it: the graph passes the weight already laid out."""
+    rows = {o.name: o.calls for o in t.ops}
+    addmm = rows.get("aten::addmm", 0)
+    if not addmm:
+        return None
+    linear = t.op_children["aten::linear"]
+    if rows.get("aten::linear") and linear.get("aten::addmm"):
+        views = [f"{op} {linear[op]}x" for op in ("aten::t", "aten::transpose") if linear.get(op)]
+        via = f" -> {', '.join(views)} (a view of the weight: no data moved)" if views else ""
+        return Finding("linear_chain", f"nn.Linear's chain (P2.1): aten::linear {rows['aten::linear']}x{via} -> "
+                       f"aten::addmm {linear['aten::addmm']}x (the matmul and the bias in one op, no aten::add)",
+                       "" if advice.compiled(t) else "--compile it and compare: the same aten::addmm, without "
+                       "aten::linear and aten::t (P2.2)",
+                       dict(linear=rows["aten::linear"], addmm_in_linear=linear["aten::addmm"],
+                            views={op: linear.get(op, 0) for op in ("aten::t", "aten::transpose")}, compiled=False))
+    knobs = t.knobs
+    if t.compile is None or rows.get("aten::linear") or not t.compile.hashes or knobs is None \
+            or knobs.script != "02_linear":
+        return None  # only 02's trace says its addmm is an nn.Linear (Part 1's compiled matmul + add is one too)
+    views = rows.get("aten::t", 0)
+    return Finding("linear_chain", f"compiled nn.Linear (P2.2): aten::addmm {addmm}x called from the compiled graph "
+                   "(CompiledFxGraph), with no aten::linear and " + (f"{views} aten::t" if views else "no aten::t")
+                   + ": the same GEMM op as eager, without the module's wrapper and its transpose view",
+                   "the GEMM's work is eager's; what compiling changed is around it (torch_compile's frames)",
+                   dict(addmm=addmm, linear=0, views={"aten::t": rows.get("aten::t", 0)}, compiled=True))
 
 
 def addmm_vs_mm_add(t: Tables):

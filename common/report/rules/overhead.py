@@ -122,11 +122,17 @@ def _dispatch_text(t: Tables, n: int = 3) -> str:
     return ", ".join(f"{o.name} {fmt_us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
 
 
+def _analogue(t: Tables, size: int) -> str:
+    """`` (the CPU analogue of Part 1's size N)`` in Part 1's own lesson; other runs tell their own story."""
+    return f" (the CPU analogue of Part 1's size {size})" if t.knobs is not None and t.knobs.script == "01_matmul_add" \
+        else " (on the CPU)"
+
+
 def _cpu_overhead_bound(t: Tables):
     if _cpu_regime(t) != "overhead":
         return None
     w, pct = steady_work(t), _read_pct(t)
-    return Finding("overhead_bound", f"overhead-bound (the CPU analogue of Part 1's size 64): in the fastest "
+    return Finding("overhead_bound", f"overhead-bound{_analogue(t, 64)}: in the fastest "
                    f"steps the compute ops' own work is {pct:.0f}% of a step ({_ops_per_call(w.compute_ops)}"
                    f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step: "
                    f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
@@ -140,7 +146,7 @@ def _cpu_compute_bound(t: Tables):
     if _cpu_regime(t) != "compute":
         return None
     w, pct = steady_work(t), _read_pct(t)
-    return Finding("compute_bound", f"compute-bound (the CPU analogue of Part 1's size 4096): in the fastest steps "
+    return Finding("compute_bound", f"compute-bound{_analogue(t, 4096)}: in the fastest steps "
                    f"{pct:.0f}% of a step is the compute ops' own work ({_ops_per_call(w.compute_ops)}{_rate_text(t)}); "
                    f"the dispatch around them is {100 - pct:.0f}%; a step takes {fmt_us(w.median_wall_us)} (median)",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
@@ -231,10 +237,16 @@ def many_calls(t: Tables):
         return None
     return Finding("many_calls", f"{top.name} is called {top.calls:,} times ({per_step:,.0f} per step), "
                    f"{fmt_us(top.cpu_total_us)} CPU in total, {fmt_us(top.cpu_total_us / top.calls)} per call",
-                   "a cheap op called this often adds up: fuse or batch it (foreach/fused optimizers"
-                   + (")" if advice.compiled(t) else ", torch.compile)"),
+                   "a cheap op called this often adds up: " + _many_calls_cure(t),
                    dict(op=top.name, calls=top.calls, calls_per_step=rounded(per_step),
                         cpu_total_us=rounded(top.cpu_total_us)))
+
+
+def _many_calls_cure(t: Tables) -> str:
+    """Fuse or batch, with the tools that fit the run: foreach/fused optimizers only where an optimizer
+    stepped, torch.compile only where the run did not compile."""
+    tools = (["foreach/fused optimizers"] if advice.trains(t) else []) + ([] if advice.compiled(t) else ["torch.compile"])
+    return "fuse or batch it" + (f" ({', '.join(tools)})" if tools else "")
 
 
 def children_heavy(t: Tables):

@@ -75,3 +75,42 @@ def overhead_bound_phase(t: Tables):
                         per_token_ratio=rounded(ratio, 1) if per_light is not None else None,
                         gpu_busy_pct=rounded(light.gpu_busy_pct), reference_gpu_busy_pct=rounded(heavy.gpu_busy_pct)),
                    level="warn", spans=in_window(t, t.phase_calls.get(light.name, ())))
+
+
+LLM_SCRIPTS = ("04_llm", "05_llm")  # the LLM lesson (04_llm.py before Part 3 took the number)
+
+
+def llm_decode_chain(t: Tables):
+    """What the LLM lesson's variants change in one decode call, read from the ops it ran: attention
+    as one aten::scaled_dot_product_attention per layer (--attn sdpa, Part 3's 04_c) or as
+    aten::bmm + aten::softmax (--attn eager, Part 3's 04_a chain); the KV cache appended with
+    aten::cat (--cache dynamic: each layer's keys and values copied into a new, longer tensor every
+    token) or written in place with aten::index_copy_ (--cache static: preallocated once)."""
+    knobs, ops = t.knobs, t.chains.get("decode", {})
+    if knobs is None or knobs.script not in LLM_SCRIPTS or not ops:
+        return None
+    static = knobs.variants.get("cache", "dynamic") == "static"
+    sdpa, softmax, bmm = (ops.get(op, 0) for op in ("aten::scaled_dot_product_attention", "aten::softmax", "aten::bmm"))
+    layers = sdpa or softmax  # one attention per layer
+    parts, hints = [], []
+    if sdpa:
+        parts.append(f"attention as aten::scaled_dot_product_attention {sdpa:g}x (one fused op per layer, Part 3's 04_c)")
+    elif softmax:
+        parts.append(f"attention as aten::bmm {bmm:g}x and aten::softmax {softmax:g}x (two matmuls and a softmax per "
+                     "layer, Part 3's 04_a chain)")
+        hints.append("the default --attn sdpa runs one fused op per layer instead")
+    cat, index_copy = ops.get("aten::cat", 0), ops.get("aten::index_copy_", 0)
+    if static and index_copy:
+        per = f" ({index_copy / layers:g} per layer: keys and values)" if layers else ""
+        parts.append(f"the static KV cache written in place by aten::index_copy_ {index_copy:g}x{per}, no copy of it")
+    elif not static and cat:
+        mine = f", {2 * layers:g} of them appending each layer's keys and values" if layers and cat >= 2 * layers else ""
+        parts.append(f"aten::cat {cat:g}x{mine} (the dynamic KV cache: a new, longer tensor every token)")
+        hints.append("--cache static preallocates the cache and writes it in place (aten::index_copy_), with fixed "
+                     + ("shapes: one compiled graph for every token" if advice.compiled(t) else "shapes for torch.compile"))
+    if not parts:
+        return None
+    return Finding("llm_decode_chain", "decode, per call: " + "; ".join(parts), "; ".join(hints),
+                   dict(per_call={op: rounded(n, 2) for op, n in ops.items()}, layers=layers or None,
+                        cache="static" if static else "dynamic", attention="sdpa" if sdpa else "eager" if softmax else None),
+                   spans=in_window(t, t.phase_calls.get("decode", ())))

@@ -1,6 +1,6 @@
 """Rules on the timeline: a cold first step, noisy steps, the annotation's cold-start gap, the
-profiler's buffer requests, a gap between kernels, a kernel timing differently across steps, the
-final synchronize."""
+profiler's buffer requests (and why a CPU trace has none), a gap between kernels, a kernel (on the
+CPU: an op) timing differently across steps, the final synchronize."""
 
 from __future__ import annotations
 
@@ -183,3 +183,68 @@ def kernel_time_spread(t: Tables):
                    "not the mean; " + ("profile more steps" if warmed_up(t) else "warm up and profile more steps"),
                    dict(kernel=k.name, per_step_us=[rounded(us) for us in per], max_over_min=rounded(ratio, 2),
                         mean_us=rounded(k.mean_us), median_us=rounded(k.median_us), others=len(hits) - 1))
+
+
+SPREAD_MIN_STEPS = 8  # a spread needs a long window (the posts' active=20); the default 3 steps cannot show one
+MEAN_MISLEADS = 1.2  # the mean over the median beyond this: a few slow steps carry the mean
+
+
+def op_time_spread(t: Tables):
+    """P1.14 on the CPU: the heaviest compute op's own time in each step of a long window (the posts'
+    active=20). The same op times differently from step to step (the first call's setup, caches, the
+    machine's other work); when a few slow steps pull the mean above the median, the profiler
+    table's averages (means over every call) mislead and the median holds. Where the mean and the
+    median agree, this run's steps agree: the finding says that instead."""
+    work = t.cpu_work
+    if t.has_gpu or not is_real_steps(t) or work is None or len(work.heaviest_per_step) < SPREAD_MIN_STEPS:
+        return None
+    per = work.heaviest_per_step
+    calls = {s.compute_calls for s in per}
+    if len(calls) != 1 or not min(calls):
+        return None  # not the same calls in every step: their times do not compare
+    op, us = work.compute_ops[0].name, [s.compute_us for s in per]
+    mean, median = statistics.fmean(us), statistics.median(us)
+    if median <= 0:
+        return None
+    slow = sorted((i for i, u in enumerate(us) if u > WIDER_THAN_MEDIAN * median), key=lambda i: -us[i])
+    slow_txt = ", ".join(f"{t.step_label(i)} {fmt_us(us[i])}" for i in slow[:3]) + (" ..." if len(slow) > 3 else "")
+    seen = (f"{op}'s own time per step over {len(us)} steps: median {fmt_us(median)}, mean {fmt_us(mean)}, "
+            f"from {fmt_us(min(us))} to {fmt_us(max(us))}")
+    misleads = mean > MEAN_MISLEADS * median
+    if misleads:
+        verdict = (f"the mean is {mean / median:.1f}x the median, carried by {len(slow)} slow step"
+                   f"{'s' if len(slow) != 1 else ''} ({slow_txt}): the mean misleads, the median holds")
+    else:
+        verdict = f"the mean is within {100 * abs(mean / median - 1):.0f}% of the median: in this run the steps agree"
+    return Finding("op_time_spread", f"{seen}; {verdict}",
+                   "read the median and the steps themselves, not the table's averages (means over every call)"
+                   if misleads else "",
+                   dict(op=op, per_step_us=[rounded(u) for u in us], calls_per_step=min(calls), mean_us=rounded(mean),
+                        median_us=rounded(median), mean_over_median=rounded(mean / median, 2), mean_misleads=misleads,
+                        slow_steps=[t.model.steps[i].name for i in slow]),
+                   spans=in_window(t, [(t.model.steps[i].start, t.model.steps[i].dur) for i in slow]))
+
+
+WIDER_THAN_MEDIAN = 1.5  # a step whose op time exceeds the median by this factor is a slow one
+
+
+def buffer_request_gpu_only(t: Tables):
+    """P1.8 on the CPU: the posts' wait=0, warmup=0 experiment shows an Activity Buffer Request on the
+    GPU lane (the profiler's CUDA side, CUPTI, filling its first buffer). A CPU-only trace has no GPU
+    lane, so it has none; what the cold window still shows on the CPU is its first step."""
+    knobs = t.knobs
+    if t.has_gpu or knobs is None or knobs.schedule.wait or knobs.schedule.warmup or not is_real_steps(t):
+        return None
+    cmp = cold_step(t)
+    if cmp is not None:
+        shows = f"what this cold window does show is its first step, {t.step_label(0)} at {cmp.ratio:.1f}x the others' median"
+    else:
+        shows = ("its first step is not wider than the others beyond their noise" if not warmed_up(t) else
+                 "and the lesson warmed up before profiling, so its first step is not cold")
+    return Finding("buffer_request_gpu_only", f"schedule wait={knobs.schedule.wait}, warmup={knobs.schedule.warmup} on the "
+                   "CPU: no Activity Buffer Request here, as expected: it is an event of the GPU lane (the profiler's "
+                   f"CUDA side filling its buffer, P1.8), and a CPU trace has no GPU lane; {shows}",
+                   "on a GPU the same schedule shows the request, and with active=20 the one gap it leaves between "
+                   "two kernels",
+                   dict(wait=knobs.schedule.wait, warmup=knobs.schedule.warmup, active=knobs.schedule.active,
+                        cold_first_step=cmp is not None), level="note")
