@@ -98,3 +98,47 @@ def test_fused_kernel_decoded(reports, key, backend, launch, transposes):
         assert backend.lower() in " ".join(f["decoded"]).lower() or backend == "flash"
         assert list(f["launches"]) == [launch] and f["transposes"] == 3 * transposes
         assert [r["status"] for r in guess["rows"]] == ["as guessed"]
+
+
+def _sdpa_cpu_by_hand(doc: dict) -> tuple[float, float]:
+    """From the raw events: SDPA's CPU per call, and the share of it that is the own time (duration less the
+    child events': ops and runtime calls, as the profiler's Self CPU counts) of aten::scaled_dot_product_attention
+    and the backend's ops."""
+    ops = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "cuda_runtime",
+                                                                                          "cuda_driver")),
+                 key=lambda e: (e["ts"], -e["dur"]))
+
+    def kids(outer):
+        inside = [e for e in ops if e is not outer and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]]
+        return [e for e in inside if not any(o is not e and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]
+                                             for o in inside)]
+
+    calls = [e for e in ops if e["name"] == "aten::scaled_dot_product_attention"]
+    wall = sum(e["dur"] for e in calls)
+    library = [e for e in ops if e["name"] == "aten::scaled_dot_product_attention" or
+               (e["name"].startswith("aten::_") and e["name"].endswith(("_attention", "_attention_forward")))]
+    own = sum(e["dur"] - sum(k["dur"] for k in kids(e)) for e in library)
+    return wall / len(calls), 100 * own / wall
+
+
+def test_cudnn_spends_its_cpu_inside_the_library(reports):
+    """P3.15: SDPA's CPU per call and the share of it that is the own time of SDPA and the backend's op, as
+    the raw events give them; cuDNN spends the most CPU, nearly all of it inside the library calls."""
+    for style in (S.A100, S.H200):
+        docs = S.attention_runs(style)
+        seen = {}
+        for key in ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn"):
+            found, _ = reports[key][style.label]
+            ev = found["sdpa_cpu_in_library"].evidence
+            per_call, share = _sdpa_cpu_by_hand(docs[key][0])
+            assert ev["cpu_us_per_call"] == pytest.approx(per_call, abs=0.1)
+            assert ev["library_share_pct"] == pytest.approx(share, abs=0.1)
+            seen[key] = ev
+        cudnn = seen.pop("sdpa_cudnn")
+        assert all(cudnn["cpu_us_per_call"] > ev["cpu_us_per_call"] for ev in seen.values())
+        assert cudnn["library_share_pct"] > 80 and all(ev["library_share_pct"] < cudnn["library_share_pct"]
+                                                      for ev in seen.values())
+        assert "the work moved into the library" in reports["sdpa_cudnn"][style.label][0]["sdpa_cpu_in_library"].message
+    for key in ("attn_naive", "sdpa_math"):  # no fused backend: nothing to say
+        for found, _ in reports[key].values():
+            assert "sdpa_cpu_in_library" not in found

@@ -33,6 +33,7 @@ class Subtree:
     kernels: dict  # {device event name: count} launched from inside them (GPU)
     kernels_us: dict  # {device event name: device time}
     launches: dict  # {runtime call name: count} that launched those
+    self_us: dict = None  # {op name: own time} of the calls themselves (under ``op``) and every op nested in them
 
     def per_call(self, name: str) -> float:
         return self.ops.get(name, 0) / self.calls if self.calls else 0.0
@@ -65,8 +66,9 @@ def subtree(m: Model, op: str) -> Subtree | None:
     runtime = dev.launch[launched]
     launches = Counter(m.names[i] for i in cpu.name[runtime[cpu.kind[runtime] == RUNTIME]].tolist())
     outer = calls[~_nested_in_same(calls, ends)]
+    mine = np.concatenate((outer, nested))
     return Subtree(op, int(calls.size), float(cpu.dur[outer].sum()), ops, paths, ops_us, kernels, kernels_us,
-                   dict(launches))
+                   dict(launches), _by_name(m, cpu.name[mine], cpu.self_us[mine])[1])
 
 
 def _paths(m: Model, nested: np.ndarray, is_call: np.ndarray) -> dict:

@@ -96,6 +96,7 @@ RULES: list = [
     attention.causal_mask_rebuilt,
     attention.safe_softmax,
     attention.fused_attention,
+    attention.sdpa_cpu_in_library,
     memory.attention_scores_memory,
     memory.kv_cache_growth,
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from common.report import names as trace_names
 from common.report.rules import Finding
 from common.report.tables import Tables
-from common.report.units import fmt_us
+from common.report.units import fmt_us, rounded
 
 MATH = "aten::_scaled_dot_product_attention_math"
 SDPA = "aten::scaled_dot_product_attention"
@@ -137,3 +137,31 @@ def fused_attention(t: Tables):
                 + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
     return Finding("fused_attention", msg, "", dict(calls=s.calls, ops=fused, transposes=transposes,
                                                    kernels=kernels, decoded=decoded, launches=s.launches))
+
+
+LIBRARY_SHARE = 0.5  # the calls' own time beyond this share of SDPA's CPU: the cost lives inside the library call
+
+
+def sdpa_cpu_in_library(t: Tables):
+    """P3.15: a fused backend's CPU cost per forward, and where it lives. cuDNN spends the most CPU
+    (A100: 214 µs vs flash 138, efficient 117), almost all of it the own time of
+    aten::scaled_dot_product_attention and the backend's op (_cudnn_attention_forward): the work
+    (choosing and building the kernel's plan, launching it) moved into the library, not into ops of
+    its own the trace could show."""
+    s = t.subtrees.get(SDPA)
+    if s is None or not t.has_gpu or s.ops.get(MATH) or not s.kernels or not s.calls or s.wall_us <= 0:
+        return None
+    per_call = s.wall_us / s.calls
+    library = {op: us for op, us in (s.self_us or {}).items() if op == SDPA or op in FUSED_OPS}
+    own = sum(library.values())
+    share = own / s.wall_us
+    others = sum(n for op, n in s.ops.items() if op not in FUSED_OPS)
+    names = ", ".join(library)
+    return Finding("sdpa_cpu_in_library", f"SDPA costs {fmt_us(per_call)} of CPU per call; {100 * share:.0f}% of it "
+                   f"is the own time of {names} (besides {_each(others, s.calls)} other nested op(s) per call)"
+                   + (": the work moved into the library, and none of it shows as ops of its own"
+                      if share >= LIBRARY_SHARE else ""),
+                   "compare the backends' CPU per call side by side: uv run -m common.report --glance DIR",
+                   dict(cpu_us_per_call=rounded(per_call), library_self_us_per_call={op: rounded(us / s.calls)
+                                                                                    for op, us in library.items()},
+                        library_share_pct=rounded(100 * share), nested_ops_per_call=rounded(others / s.calls, 2)))
