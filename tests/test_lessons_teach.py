@@ -165,11 +165,16 @@ def _run80(module: str, *args: str, cwd: Path = REPO) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize("which", ["cpu", "gpu"])
+@pytest.mark.parametrize("which", ["cpu", "gpu", "compiled"])
 def test_report_reads_at_80_columns(runs, which):
-    path = trace(runs["01_default"]) if which == "cpu" else DATA_TRACES / "kineto/v100_resnet50_train.json.gz"
+    path = {"cpu": trace(runs["01_default"]), "compiled": trace(runs["03_compile"]),
+            "gpu": DATA_TRACES / "kineto/v100_resnet50_train.json.gz"}[which]
     out = _run80("common.report", str(path))
     assert not _tables_truncated(out), out
+    if which == "compiled":  # Inductor's fused kernel is named whole, on one line, wherever it is named
+        lines = [line for line in out.splitlines() if "fused" in line]
+        assert lines and all("graph_0_cpp_fused__unsafe_view_gelu_mul_0" in line for line in lines
+                             if "cpp_fused" in line or "_unsafe_view_gelu" in line), lines
     if which == "cpu":  # no columns or rows a CPU trace cannot fill
         headers = " ".join(line for line in out.splitlines() if "┃" in line)
         assert "device time" not in headers and "GPU busy" not in headers and "self device" not in headers
