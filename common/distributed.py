@@ -143,13 +143,15 @@ class DdpLesson(Lesson):
             self.console.rule("what the traces say")
             print_short_job_report(self.job_traces, console=self.console)
         if a.html or a.annotate:
-            from common.report import lesson_report
+            from common.report import job_verdict, lesson_report
 
+            verdict = job_verdict(self.job_traces) if a.html else None  # the straggler, on every rank's page
             for trace in self.job_traces:
                 tag = trace.name[: -len(".json.gz" if a.gzip else ".json")]
                 lesson_report(trace, self.console, short=False,
                               html=html_file(trace.parent, tag) if a.html else None,
-                              annotated=annotated_file(trace.parent, tag, a.gzip) if a.annotate else None)
+                              annotated=annotated_file(trace.parent, tag, a.gzip) if a.annotate else None,
+                              job_verdict=verdict)
 
 
 def _quiet_unless(speaks: bool) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CPU_DTYPE, CPU_DTYPE_BYTES, DATA_TRACES, REPO, Run, Trace, event, run_torchrun, write_trace
+from test_pictures import verdicts_under
 
 TINY = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256", "--blocks", "2"]
 TAG = f"2x16x64x256x2_{CPU_DTYPE}_warm_eager"
@@ -149,6 +150,21 @@ def test_report_reads_a_folder_and_its_short_form(jobs):
     assert all(len(line) <= 80 and "…" not in line for line in full.stdout.splitlines()), full.stdout
     short = report(*rank_files(jobs["straggler"], "straggler-1-50").values(), "--short")
     assert short.returncode == 0 and "straggler: rank 1" in short.stdout and "wall time / waiting" not in short.stdout
+
+
+def _straggler_line(console: str) -> str:
+    """The job report's straggler line as the console prints it, joined where it wrapped."""
+    text = " ".join(console.split())
+    return text[text.index("straggler: "):].split(" collectives (rank")[0]
+
+
+def test_each_rank_page_shows_the_jobs_straggler_under_its_steps(jobs):
+    """06_ddp.py --html: one page per rank, each with the job report's straggler line under the steps' plot."""
+    line = _straggler_line(report(jobs["straggler"].trace_dir, "--short").stdout)
+    assert line.startswith("straggler: rank 1: the other ranks wait")
+    for k in (0, 1):
+        page = jobs["straggler"].path(f"{TAG}_straggler-1-50_rank{k}.html").read_text()
+        assert verdicts_under(page, "breakdown")["straggler"] == line
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -366,3 +382,9 @@ def test_a_lead_inside_the_step_noise_names_no_straggler(tmp_path):
     text = report(*paths, columns=80).stdout
     assert "straggler: cannot tell: the others wait 390 µs" in " ".join(text.split())
     assert "straggler: rank" not in text
+    # a rank's page says the same, under its steps (what 06_ddp.py --html writes for each rank)
+    from common.report import analyze, job_verdict, write_html
+
+    write_html(*analyze(paths[0]), tmp_path / "rank0.html", job_verdict=job_verdict(paths))
+    shown = verdicts_under((tmp_path / "rank0.html").read_text(), "breakdown")["straggler"]
+    assert shown == _straggler_line(text) == "straggler: cannot tell: " + job["straggler_cannot_tell"]

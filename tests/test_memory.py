@@ -4,7 +4,9 @@ trace worked out by hand, and the three lessons memory teaches (04_a vs 04_b, na
 from __future__ import annotations
 
 import gzip
+import html
 import json
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import CPU_DTYPE, DATA_TRACES, REPO, event, report_json, run_module, run_script, trace_of, write_trace
+from test_pictures import BROWSER, _chromium
 
 KINETO = DATA_TRACES / "kineto"
 RESNET = KINETO / "v100_resnet50_train.json.gz"
@@ -123,12 +126,21 @@ def test_text_html_and_annotated_copy(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Memory" in proc.stdout and "peak allocated 5.5 KiB" in proc.stdout
     page = (tmp_path / "p.html").read_text()
-    assert 'id="memory-curve"' in page
+    curve = figure_data(page, "memory-curve")
+    assert curve["peaks"] == {"GPU0": dict(at_us=61.0, bytes=5632, label="peak 5.5 KiB")}  # aten::add's 4 KiB
+    assert curve["unit"] == "KiB" and curve["curves"]["GPU0"] == report_json(trace)["memory"]["devices"][0]["curve"]
     counters = [e for e in json.loads((tmp_path / "a.json").read_text())["traceEvents"] if e["ph"] == "C"]
     assert [(e["name"], e["args"]["bytes"]) for e in counters][:3] == [("allocated GPU0", 1024), ("allocated GPU0", 1536),
                                                                        ("allocated GPU0", 5632)]
     assert report_json(tmp_path / "a.json")["memory"] == report_json(trace)["memory"]  # the track is left out
     assert report_json(RESNET.parent.parent / "hta" / "cpu_only_rank34.json.gz")["memory"] is None
+
+
+def figure_data(page: str, plot_id: str) -> dict:
+    """The numbers a figure of the page draws (its data-plot attribute)."""
+    found = re.search(rf'<figure id="{plot_id}" data-plot="([^"]*)"', page)
+    assert found, f"no {plot_id} figure"
+    return json.loads(html.unescape(found.group(1)))
 
 
 # -- the lessons ----------------------------------------------------------------------------------------------------
@@ -197,3 +209,53 @@ def test_kv_cache_grows_per_token_under_dynamic_and_not_under_static(lessons):
     assert abs(static["evidence"]["live_growth_per_token"]) <= 64
     (cpu,) = lessons["dynamic"]["memory"]["devices"]
     assert cpu["device"] == "CPU" and cpu["totals"] == "recorded" and cpu["peak_allocated_bytes"] > 0
+
+
+# -- the memory curve in a real browser -----------------------------------------------------------------------------
+
+HARNESS = """<!doctype html><html><body>{frames}<pre id="out">pending</pre><script>
+window.onload = () => {{
+  const box = e => {{ if (!e) return null; const r = e.getBoundingClientRect();
+                     return [r.left, r.top, r.right, r.bottom].map(Math.round); }};
+  const seen = [...document.querySelectorAll("iframe")].map(f => {{
+    const d = f.contentDocument, fig = d.getElementById("memory-curve");
+    const svg = fig && fig.querySelector("svg"), peak = fig && fig.querySelector("[id^=memory-curve-peak-] text");
+    const texts = svg ? [...svg.querySelectorAll("text")].map(t => t.textContent) : [];
+    return {{svg: box(svg), peak: box(peak), label: peak && peak.textContent,
+             shown: !!svg && getComputedStyle(svg).visibility === "visible" && getComputedStyle(fig).display !== "none",
+             lines: svg ? [...svg.querySelectorAll("[id^=line2d] path")].filter(p => p.getTotalLength() > 50).length : 0,
+             ylabel: texts.find(t => t.startsWith("allocated (")), texts: texts.length}};
+  }});
+  document.getElementById("out").textContent = "MEMORY " + JSON.stringify(seen);
+}};
+</script></body></html>"""
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run installs it)")
+def test_memory_curve_in_a_real_browser(attention_runs, tmp_path):
+    """The hand-made trace's page and a real 04_a --profile-memory run's, in one Chromium: each draws the
+    curve (an SVG with a size and a drawn line), its peak labelled with the report's peak and inside the
+    picture, the y axis in the peak's unit."""
+    pages = {"small": (small_trace(tmp_path / "small.json"), "peak 5.5 KiB", "allocated (KiB)"),
+             "naive": (trace_of(attention_runs["naive"]), None, None)}
+    (cpu,) = report_json(pages["naive"][0])["memory"]["devices"]
+    peak = cpu["peak_allocated_bytes"]
+    assert SCORES_BYTES <= peak < 1 << 30  # at least one [batch, heads, seq, seq] score matrix, in MiB
+    pages["naive"] = (pages["naive"][0], f"peak {peak / (1 << 20):,.1f} MiB", "allocated (MiB)")
+    for name, (trace, _, _) in pages.items():
+        proc = run_module("common.report", trace, "--html", tmp_path / f"{name}.html")
+        assert proc.returncode == 0, proc.stderr
+    harness = tmp_path / "harness.html"
+    harness.write_text(HARNESS.format(frames="".join(
+        f'<iframe src="{name}.html" width="1100" height="900"></iframe>' for name in pages)))
+    proc = _chromium("--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom",
+                     harness.as_uri(), profile=tmp_path / "p")
+    found = re.search(r"MEMORY (\[.*?\])</pre>", proc.stdout)
+    assert found, proc.stderr[-2000:]
+    for seen, (name, (_, label, ylabel)) in zip(json.loads(found.group(1)), pages.items()):
+        left, top, right, bottom = seen["svg"]
+        assert right - left > 300 and bottom - top > 100 and seen["shown"], (name, seen)
+        assert seen["lines"] >= 1, (name, seen)  # the step line drawn, not an empty axis
+        assert (seen["label"], seen["ylabel"]) == (label, ylabel), (name, seen)
+        p_left, p_top, p_right, p_bottom = seen["peak"]
+        assert left <= p_left < p_right <= right and top <= p_top < p_bottom <= bottom, (name, seen)

@@ -62,6 +62,19 @@ class Page(HTMLParser):
         self.urls += [v for k, v in attrs if k in ("src", "href", "xlink:href", "action", "data") and v]
 
 
+def figure_html(text: str, plot_id: str) -> str:
+    """One figure of the page, its picture and what is printed under it (the verdicts), as HTML."""
+    start = text.index(f'<figure id="{plot_id}"')
+    return text[start:text.index("</figure>", start)]
+
+
+def verdicts_under(text: str, plot_id: str) -> dict[str, str]:
+    """The verdict lines printed under a plot: {rule: its text, unescaped}."""
+    found = re.findall(r'<p class="verdict [a-z]+" data-rule="([^"]+)">(?:<b>[^<]*</b>: )?([^<]*)</p>',
+                       figure_html(text, plot_id))
+    return {rule: html.unescape(line) for rule, line in found}
+
+
 def assert_offline(text: str, page: Page) -> None:
     assert "script" not in page.tags and "link" not in page.tags and "img" not in page.tags
     assert all(not re.match(r"^\w+://", u) and not u.startswith("//") for u in page.urls), page.urls
@@ -130,7 +143,7 @@ def test_compare_page(runs, tmp_path):
     assert page.figures["compare-cpu"]["a_us"] == pytest.approx([s["a_cpu_us"] for s in c["steps"]], abs=1e-3)
     assert "compare-device" not in page.figures  # CPU-only traces
     assert "Ops only in A" in text and "median" in text
-    assert html.escape(c["summary"]["cpu"]["verdict"]) in text  # the console's verdict, beside the plot
+    assert verdicts_under(text, "compare-cpu") == {"compare": c["summary"]["cpu"]["verdict"]}  # the console's
 
 
 @pytest.mark.parametrize("args", [
@@ -210,7 +223,10 @@ document.getElementById("f").onload = () => {{
   const d = document.getElementById("f").contentDocument;
   const sizes = [...d.querySelectorAll("svg")].map(s => {{ const r = s.getBoundingClientRect();
                                                           return [Math.round(r.width), Math.round(r.height)]; }});
-  document.getElementById("out").textContent = "SIZES " + JSON.stringify(sizes);
+  const verdicts = [...d.querySelectorAll("figure p.verdict")].map(v => {{
+    const r = v.getBoundingClientRect(), svg = v.closest("figure").querySelector("svg").getBoundingClientRect();
+    return [v.closest("figure").id, Math.round(r.height), Math.round(r.top - svg.bottom), v.textContent]; }});
+  document.getElementById("out").textContent = "SIZES " + JSON.stringify(sizes) + " VERDICTS " + JSON.stringify(verdicts);
 }};
 </script></body></html>"""
 
@@ -252,5 +268,10 @@ def test_pages_in_a_real_browser(runs, tmp_path, which):
     harness.write_text(HARNESS.format(page=page.name))
     proc = _chromium("--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom",
                      harness.as_uri(), profile=tmp_path / "p2")
-    sizes = json.loads(re.search(r"SIZES (\[.*?\])</pre>", proc.stdout).group(1))
+    sizes = json.loads(re.search(r"SIZES (\[.*?\]) VERDICTS", proc.stdout).group(1))
     assert sizes and all(w > 100 and h > 50 for w, h in sizes), sizes
+    # the verdicts printed under their plots: drawn (a line high at least), just below the picture
+    verdicts = json.loads(html.unescape(re.search(r"VERDICTS (\[.*?\])</pre>", proc.stdout).group(1)))
+    assert all(height >= 10 and 0 <= below < 60 for _, height, below, _ in verdicts), verdicts
+    if which == "compare":
+        assert [(plot, text.split(":")[0]) for plot, _, _, text in verdicts] == [("compare-cpu", "CPU per step")]

@@ -8,6 +8,7 @@ import json
 import re
 
 from conftest import command_env, event, run_module, write_trace
+from test_pictures import verdicts_under
 
 
 def steps_trace(path, step_us):
@@ -34,10 +35,10 @@ def compared(tmp_path, a_us, b_us):
 
 
 def one_verdict(summary, text, page) -> str:
-    """The CPU verdict line, the same on the console, in the page and in the JSON."""
+    """The CPU verdict line, the same on the console, in the JSON and in the page, under the CPU plot."""
     verdict = summary["cpu"]["verdict"]
     assert verdict in text and summary["device"] is None
-    assert verdict.replace("'", "&#x27;") in page
+    assert verdicts_under(page, "compare-cpu") == {"compare": verdict}
     return verdict
 
 

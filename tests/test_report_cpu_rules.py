@@ -10,6 +10,7 @@ from common.report import analyze
 from common.report.compare import compare
 from common.report.steadiness import Spread, TwoRuns, first_vs_rest
 from conftest import command_env, event, run_module
+from test_pictures import verdicts_under
 
 
 def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None, gap_us=None, flops=None):
@@ -186,3 +187,31 @@ def test_many_calls_suggests_fused_optimizers_only_where_an_optimizer_stepped(tm
     assert inference.evidence["calls_per_step"] == training.evidence["calls_per_step"] == 150
     assert "optimizer" not in inference.hint and "torch.compile" in inference.hint
     assert "foreach/fused optimizers" in training.hint
+
+
+def test_the_page_shows_each_verdict_under_its_plot(tmp_path):
+    """The HTML page prints the console's verdicts beside the plots they judge: the regime, or why it cannot
+    be told, under the steps' breakdown; the steps' noise and a cold first step under the spread."""
+    flops = 2 * 64 ** 3
+    cases = {
+        "busy": matmul_add_trace(tmp_path, "busy.json", step_us=[20_100] * 3, mm_us=[20_000] * 3, warmup=True,
+                                 flops=flops),
+        "split": matmul_add_trace(tmp_path, "split.json", step_us=[100] * 3, mm_us=[20, 95, 50]),
+        "idle": matmul_add_trace(tmp_path, "idle.json", step_us=[60] * 3, mm_us=[25] * 3, warmup=True, flops=flops),
+        "cold": matmul_add_trace(tmp_path, "cold.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=False),
+    }
+    shown = {}
+    for name, path in cases.items():
+        page = tmp_path / f"{name}.html"
+        proc = run_module("common.report", path, "--html", page)
+        assert proc.returncode == 0, proc.stderr
+        found = {f.rule: f.message for f in analyze(path)[1]}
+        text = page.read_text()
+        steps, spread = verdicts_under(text, "breakdown"), verdicts_under(text, "spread")
+        assert steps == {r: m for r, m in found.items() if r in ("overhead_bound", "compute_bound", "regime_cannot_tell")}
+        assert spread == {r: m for r, m in found.items() if r in ("noisy_steps", "cold_first_step")}
+        shown[name] = set(steps) | set(spread)
+    assert shown == {"busy": {"regime_cannot_tell", "noisy_steps"}, "split": {"regime_cannot_tell"},
+                     "idle": {"overhead_bound"}, "cold": {"overhead_bound", "cold_first_step"}}
+    assert verdicts_under((tmp_path / "busy.html").read_text(), "breakdown")["regime_cannot_tell"].startswith(
+        "cannot tell overhead-bound from compute-bound: the matmul ran at")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,102 @@ def test_roofline_plot_in_a_real_browser(tmp_path):
                      harness.as_uri(), profile=tmp_path / "p")
     (svg_w, svg_h), (dot_w, dot_h) = json.loads(re.search(r"ROOF (\[.*?\])</pre>", proc.stdout).group(1))
     assert svg_w > 300 and svg_h > 150 and dot_w > 0 and dot_h > 0
+
+
+# ----------------------------------------------------------------------------- backward attention, fp8 GEMMs
+
+
+def _one_op_trace(path: Path, op: str, dims: list, types: list, concrete: list, kernel_us: float = 100.0) -> Path:
+    """The H100 matmul_add trace with its aten::mm renamed ``op``, its record_shapes given."""
+    doc = matmul_add(H100_COPY, gemm_us=kernel_us)
+    for e in doc["traceEvents"]:
+        if e["name"] == "aten::mm":
+            e["name"] = op
+            e["args"] = {"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_flash_backward_counts_five_gemms(tmp_path):
+    """aten::_scaled_dot_product_flash_attention_backward(grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k,
+    max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale), causal: FlashAttention's backward
+    recomputes q·kᵀ and does dV, dP, dQ, dK: 5 GEMMs of 2·B·H·S·S·D, halved, 2.5x the forward's 2."""
+    b, h, s, d = 2, 8, 1024, 64
+    bhsd = [b, h, s, d]
+    dims = [bhsd] * 5 + [[b, h, s], [], [], [], [], [], [], [], [], []]
+    types = ["c10::BFloat16"] * 5 + ["float", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "", "", ""]
+    concrete = [""] * 10 + ["0.", "True", "", "", ""]
+    path = _one_op_trace(tmp_path / "bwd.json", "aten::_scaled_dot_product_flash_attention_backward", dims, types,
+                         concrete)
+    row = report_json(path)["roofline"]["rows"][0]
+    forward = 4 * b * h * s * s * d // 2  # test_causal_sdpa_counts_half_the_two_gemms's figure
+    assert row["causal"] is True and row["flops"] == 5 * 2 * b * h * s * s * d // 2 == 2.5 * forward
+    # read grad_out, q, k, v, out (bf16) and the logsumexp (fp32); write dq, dk, dv (bf16)
+    assert row["bytes"] == (5 + 3) * b * h * s * d * 2 + b * h * s * 4
+    assert row["tflops"] == pytest.approx(row["flops"] / 100e-6 / 1e12, abs=1e-3)
+    assert row["shape"].endswith("causal backward") and row["dtype"] == "bf16"
+
+
+def test_efficient_backward_kernel_layout_and_value_dim(tmp_path):
+    """aten::_efficient_attention_backward takes [batch, seq, heads, dim] and a custom_mask_type (0: none);
+    with a value dim Dv unlike D, the five GEMMs are 3 of D (S, dQ, dK) and 2 of Dv (dV, dP)."""
+    b, s, h, d, dv = 1, 512, 4, 64, 128
+    q, o = [b, s, h, d], [b, s, h, dv]
+    dims = [o, q, q, o, [], o, [], [], [], [], [b, h, s], [], [], [], [], []]
+    types = ["c10::Half"] * 4 + [""] + ["c10::Half"] + [""] * 4 + ["float"] + ["Scalar", "", "", "Scalar", "Scalar"]
+    concrete = [""] * 14 + ["0", "False"]
+    path = _one_op_trace(tmp_path / "eff.json", "aten::_efficient_attention_backward", dims, types, concrete)
+    row = report_json(path)["roofline"]["rows"][0]
+    assert row["causal"] is False and row["flops"] == 2 * b * h * s * s * (3 * d + 2 * dv)
+    reads = 2 * b * s * h * dv + 2 * b * s * h * d + b * s * h * dv  # grad_out, out; q, k; v
+    writes = 2 * b * s * h * d + b * s * h * dv  # dq, dk; dv
+    assert row["bytes"] == 2 * (reads + writes) + 4 * b * h * s and row["dtype"] == "fp16"
+
+
+@pytest.mark.parametrize("out_dtype, out_size", [("15", 2), ("6", 4), ("", 1)])  # bf16, fp32, the inputs' fp8
+def test_scaled_mm_bytes_fp8_inputs_and_the_out_dtype(tmp_path, out_dtype, out_size):
+    """aten::_scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum): fp8 inputs at
+    1 byte an element, per-row scales at fp32, the output at out_dtype (Concrete Inputs, c10's enum number)."""
+    m, k, n = 4096, 8192, 2048
+    dims = [[m, k], [k, n], [m, 1], [1, n], [], [], [], []]
+    types = ["c10::Float8_e4m3fn"] * 2 + ["float", "float", "", "", "Scalar", "Scalar"]
+    concrete = ["", "", "", "", "", "", out_dtype, "False"]
+    row = report_json(_one_op_trace(tmp_path / "fp8.json", "aten::_scaled_mm", dims, types, concrete))["roofline"][
+        "rows"][0]
+    assert (row["flops"], row["dtype"]) == (2 * m * n * k, "fp8")
+    assert row["bytes"] == m * k + k * n + 4 * (m + n) + out_size * m * n
+    assert row["intensity"] == pytest.approx(2 * m * n * k / row["bytes"], abs=1e-3)
+
+
+SDPA_BACKWARD_AND_FP8 = """
+import sys, torch
+from torch.profiler import profile, schedule
+torch.manual_seed(0)
+q = torch.randn(2, 4, 128, 32, requires_grad=True)
+a = torch.randn(64, 96).to(torch.float8_e4m3fn)
+b = torch.randn(48, 96).to(torch.float8_e4m3fn).t()
+one = torch.tensor(1.0)
+with profile(record_shapes=True, schedule=schedule(wait=0, warmup=1, active=1),
+             on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
+    for _ in range(2):
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+        torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
+        prof.step()
+"""
+
+
+def test_cpu_sdpa_backward_and_scaled_mm_from_a_real_trace(tmp_path):
+    """A real CPU trace (torch's own record_shapes): the fused CPU attention's backward counts 2.5x its
+    forward; the fp8 _scaled_mm, emulated on the CPU, counts once, as the fp32 matmul under it."""
+    script, trace = tmp_path / "bwd.py", tmp_path / "bwd.json"
+    script.write_text(SDPA_BACKWARD_AND_FP8)
+    proc = subprocess.run([sys.executable, str(script), str(trace)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    rows = {r["op"]: r for r in report_json(trace)["roofline"]["rows"]}
+    forward = rows["aten::_scaled_dot_product_flash_attention_for_cpu"]
+    backward = rows["aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
+    assert forward["causal"] is backward["causal"] is True
+    assert forward["flops"] == 4 * 2 * 4 * 128 * 128 * 32 // 2 and backward["flops"] == 2.5 * forward["flops"]
+    assert backward["bytes"] == 8 * 2 * 4 * 128 * 32 * 4 + 2 * 4 * 128 * 4  # fp32: 5 read, 3 written; logsumexp
+    # the CPU emulates fp8: _scaled_mm upcasts and calls an fp32 aten::mm, which carries the count (once)
+    assert "aten::_scaled_mm" not in rows and rows["aten::mm"]["shape"] == "64x96 @ 96x48"

@@ -59,10 +59,12 @@ def print_short_report(path, console=None) -> None:
     lesson_report(path, console, short=True)
 
 
-def lesson_report(path, console=None, *, short: bool = True, html=None, annotated=None) -> None:
+def lesson_report(path, console=None, *, short: bool = True, html=None, annotated=None,
+                  job_verdict: str | None = None) -> None:
     """What a lesson says about the trace it wrote: the short report (``short``), the HTML page
-    (``html``: its path) and the annotated copy of the trace (``annotated``: its path), from one
-    reading of the trace. Like :func:`print_short_report`, a failure is one printed line."""
+    (``html``: its path; ``job_verdict``: for one rank of a job, the job's straggler line, shown under
+    its steps) and the annotated copy of the trace (``annotated``: its path), from one reading of the
+    trace. Like :func:`print_short_report`, a failure is one printed line."""
     try:
         from rich.console import Console
 
@@ -77,7 +79,7 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
 
             render_short(tables, findings, console)
         if html is not None:
-            write_html(tables, findings, html)
+            write_html(tables, findings, html, job_verdict=job_verdict)
             console.print(f"[bold]wrote[/] {_shown(html)}  (the report as a page of plots; open it in a browser)")
         if annotated is not None:
             from common.report.annotate import write_annotated
@@ -91,13 +93,15 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
         console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
 
 
-def write_html(tables, findings, dest, *, flag: str | None = None) -> int:
+def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: str | None = None) -> int:
     """Write the report page of one trace (its tables and findings) to ``dest`` (whole or not at all,
-    :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes."""
+    :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes.
+    ``job_verdict``: the job report's straggler line, for one rank's page."""
     from common.output import write_file
     from common.report.html import render_html
 
-    return write_file(dest, render_html(tables, findings).encode(), flag=flag, what="the page")
+    page = render_html(tables, findings, job_verdict=job_verdict)
+    return write_file(dest, page.encode(), flag=flag, what="the page")
 
 
 def _shown(path) -> str:
@@ -125,6 +129,18 @@ def print_short_job_report(paths, console=None) -> None:
         console.print(f"[red]job report unavailable[/]: {escape(_one_line(exc))}")
 
 
+def job_verdict(paths) -> str | None:
+    """The job report's straggler line over every rank's trace (what each rank's page shows under its
+    steps); None where the job cannot be read (its short report has said why)."""
+    try:
+        from common.report.ranks import read_ranks
+        from common.report.render_ranks import straggler_text
+
+        return straggler_text(read_ranks(list(paths)))
+    except Exception:  # noqa: BLE001 - the page goes without it, as the lesson goes without its report
+        return None
+
+
 def _one_line(exc: Exception) -> str:
     from common.errors import BadInput
 
@@ -143,4 +159,4 @@ def main(argv=None) -> int:
 
 
 __all__ = ["analyze", "model_of", "report_json", "print_short_report", "lesson_report", "write_html",
-           "print_short_job_report", "main"]
+           "print_short_job_report", "job_verdict", "main"]

@@ -19,6 +19,10 @@ from common.report.step_series import breakdown_series, spread_series
 from common.report.units import fmt_us
 
 TOP = 12  # bars in a top-N plot
+# the findings that judge what a plot shows, printed under it as well as among the findings: the regime
+# (or why it cannot be told) under the steps' breakdown, the steps' noise and a cold first step under the spread
+VERDICTS_UNDER = {"breakdown": ("overhead_bound", "compute_bound", "regime_cannot_tell"),
+                  "spread": ("noisy_steps", "cold_first_step")}
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 980px;
        padding: 1.2em; color: #222; }
@@ -28,16 +32,23 @@ ul.numbers { padding-left: 1.2em; } figure { margin: 1em 0; } figcaption { font-
 figure svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: .92em; } td, th { padding: .2em .6em; border-bottom: 1px solid #ddd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.finding { margin: .5em 0; } .warn { color: #a15c00; } .note { color: #246; } .info { color: #265c26; }
+.finding, p.verdict { margin: .5em 0; } .warn { color: #a15c00; } .note { color: #246; } .info { color: #265c26; }
 .hint, .caption { color: #555; } details pre { white-space: pre-wrap; font-size: .85em; background: #f6f6f6; padding: .5em; }
 """
 
 
-def _figure(plot: Plot) -> str:
+def _figure(plot: Plot, verdicts: str = "") -> str:
+    """The plot in its figure; ``verdicts``: the report's judgement of what it shows, under the picture."""
     data = html.escape(json.dumps(plot.data, separators=(",", ":")), quote=True)
     caption = f'<div class="caption">{html.escape(plot.caption)}</div>' if plot.caption else ""
     return (f'<figure id="{plot.id}" data-plot="{data}"><figcaption>{html.escape(plot.title)}</figcaption>'
-            f"{plot.svg}{caption}</figure>")
+            f"{plot.svg}{caption}{verdicts}</figure>")
+
+
+def _verdict(rule: str, level: str, text: str, *, named: bool = True) -> str:
+    """One verdict line as the console prints it (``named``: after its rule's name, as a finding)."""
+    name = f"<b>{html.escape(rule)}</b>: " if named else ""
+    return f'<p class="verdict {level}" data-rule="{html.escape(rule)}">{name}{html.escape(text)}</p>'
 
 
 def _table(head: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
@@ -163,17 +174,26 @@ def memory_plot(t: Tables) -> Plot | None:
     if t.memory is None:
         return None
     from common.report.plots import memory_curve
+    from common.report.render_memory import fmt_bytes
 
     reconstructed = any(d.totals == "reconstructed" for d in t.memory.devices)
     return memory_curve("memory-curve", "memory allocated over time" + (
         " (above the level at the profiler's start: the trace records no totals)" if reconstructed else ""),
-        {d.device: list(d.curve) for d in t.memory.devices})
+        {d.device: list(d.curve) for d in t.memory.devices},
+        {d.device: (d.peak_at_us, d.peak_allocated_bytes, f"peak {fmt_bytes(d.peak_allocated_bytes)}")
+         for d in t.memory.devices})
 
 
-def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = ()) -> str:
-    """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings."""
+def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = (),
+                job_verdict: str | None = None) -> str:
+    """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings;
+    ``job_verdict``: for one rank of a job, the job report's straggler line, shown under the steps."""
     plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t), *_roofline_plot(t)]
-    parts = [_header(t)] + [_figure(p) for p in plots if p is not None]
+    under = {plot_id: "".join(_verdict(f.rule, f.level, f.message) for f in findings if f.rule in rules)
+             for plot_id, rules in VERDICTS_UNDER.items()}
+    if job_verdict:
+        under["breakdown"] += _verdict("straggler", "note", job_verdict)
+    parts = [_header(t)] + [_figure(p, under.get(p.id, "")) for p in plots if p is not None]
     parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]
     return _page(f"Trace report: {t.model.path}", parts)
@@ -182,21 +202,27 @@ def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = 
 # ----------------------------------------------------------------------------- two traces
 
 
+def _side_verdict(side: dict | None) -> str:
+    """The compare's verdict on one side (CPU or device), under its plot: the console's line."""
+    if not side:
+        return ""
+    return _verdict("compare", "info" if side["judged"] else "note", side["verdict"], named=False)
+
+
 def render_compare_html(c: dict) -> str:
     """``--compare A B`` as a page: per-step CPU and device time side by side, the kernels."""
     steps = c["steps"]
+    summary = c["summary"]
     cpu = grouped_steps("compare-cpu", "CPU (wall) time per step, A vs B",
                         [s["a_cpu_us"] for s in steps if s["a_cpu_us"] is not None],
                         [s["b_cpu_us"] for s in steps if s["b_cpu_us"] is not None], "wall time")
     parts = [f'<h1>Compare</h1><div class="path">A = {html.escape(str(c["a"]))}<br>B = {html.escape(str(c["b"]))}'
-             "</div>", _figure(cpu)]
-    if c["summary"]["device"] is not None:
+             "</div>", _figure(cpu, _side_verdict(summary["cpu"]))]
+    if summary["device"] is not None:
         parts.append(_figure(grouped_steps("compare-device", "device time per step, A vs B",
                                            [s["a_device_us"] or 0.0 for s in steps if s["a_device_us"] is not None],
                                            [s["b_device_us"] or 0.0 for s in steps if s["b_device_us"] is not None],
-                                           "device time")))
-    verdicts = [side["verdict"] for side in (c["summary"]["cpu"], c["summary"]["device"]) if side]
-    parts += [f'<p class="verdict">{html.escape(v)}</p>' for v in verdicts]
+                                           "device time"), _side_verdict(summary["device"])))
     k = c["kernels"]
     rows = [["both", trace_names.short_name(r["name"], 70), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
              f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"] for r in k["both"]]

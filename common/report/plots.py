@@ -175,17 +175,31 @@ def grouped_steps(plot_id: str, title: str, a: list[float], b: list[float], ylab
     return Plot(plot_id, title, _svg(fig, {}), dict(a_us=a, b_us=b))
 
 
-def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, int]]]) -> Plot:
-    """Allocated bytes over time, one step line per device (``curves``: device -> [(µs, bytes)])."""
+def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, int]]],
+                 peaks: dict[str, tuple[float, int, str]]) -> Plot:
+    """Allocated bytes over time, one step line per device (``curves``: device -> [(µs, bytes)]), each
+    device's peak marked and labelled (``peaks``: device -> (µs, bytes, its label, "peak 5.5 KiB")): the
+    most the allocator held at once, the figure the text report's Memory section gives."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
     top = max((b for points in curves.values() for _, b in points), default=0)
     scale, unit = next(((s, u) for s, u in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")) if top >= s),
                        (1, "B"))
     t_scale, t_unit = _ms_or_us([t for points in curves.values() for t, _ in points])
-    for device, points in curves.items():
-        ax.step([t / t_scale for t, _ in points], [b / scale for _, b in points], where="post", label=device)
+    titles = {}
+    for i, (device, points) in enumerate(curves.items()):
+        line, = ax.step([t / t_scale for t, _ in points], [b / scale for _, b in points], where="post", label=device)
+        if device in peaks:
+            at, peak, label = peaks[device]
+            mark = ax.annotate(f"{device} {label}" if len(curves) > 1 else label, (at / t_scale, peak / scale),
+                               xytext=(4, 4), textcoords="offset points", fontsize=8, color=line.get_color())
+            mark.set_gid(f"{plot_id}-peak-{i}")
+            ax.plot([at / t_scale], [peak / scale], "o", markersize=4, color=line.get_color())
+            titles[f"{plot_id}-peak-{i}"] = f"{device}: {label} at {at / t_scale:,.1f} {t_unit}"
+    ax.set_ylim(0, top / scale * 1.15 if top else 1)  # room above the highest peak for its label
     ax.set_xlabel(f"time from the window's start ({t_unit})")
     ax.set_ylabel(f"allocated ({unit})")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return Plot(plot_id, title, _svg(fig, {}), dict(curves={d: [list(p) for p in pts] for d, pts in curves.items()}))
+    data = dict(curves={d: [list(p) for p in pts] for d, pts in curves.items()}, unit=unit,
+                peaks={d: dict(at_us=at, bytes=b, label=label) for d, (at, b, label) in peaks.items()})
+    return Plot(plot_id, title, _svg(fig, titles), data)

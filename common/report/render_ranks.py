@@ -81,6 +81,13 @@ def straggler_line(job: JobReport) -> str:
                if share is not None else "") + f"in {where}")
 
 
+def straggler_text(job: JobReport) -> str:
+    """The straggler line without its markup: what each rank's HTML page shows under its steps."""
+    from rich.text import Text
+
+    return Text.from_markup(straggler_line(job)).plain
+
+
 def collective_lines(r: RankSummary) -> list[str]:
     """Per collective name: how many per step, and their size (a range when steps differ)."""
     counts, sizes = defaultdict(list), defaultdict(list)

@@ -9,16 +9,14 @@ Definitions:
 
 - **counted op**: a GEMM (:data:`~.shapes.GEMM_OPS`: ``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``,
   ``_scaled_mm``; ``aten::matmul`` and ``aten::linear`` dispatch to these) or an attention op
-  (:data:`~.shapes.ATTENTION_OPS`: SDPA and its backends' ops) with no counted op beneath it, so
-  each multiply counts once: SDPA's flash path counts its innermost op, its math path the
-  ``aten::bmm`` calls it makes.
-- **FLOPs** (per call, from ``record_shapes``' ``Input Dims``): a GEMM ``[M,K] @ [K,N]`` does
-  ``2·M·N·K`` (times the batch for ``bmm``), plus ``M·N`` for the bias of ``addmm``/``baddbmm``.
-  Attention does its two GEMMs, ``q·kᵀ`` and ``scores·v``: ``2·B·H·Sq·Sk·(D + Dv)`` (``4·B·H·S²·D``
-  for square heads), halved when the op's ``is_causal`` (``Concrete Inputs``) says the kernel skips
-  the masked half; softmax and scaling are not counted (as :func:`common.attention.flops`).
-- **ideal bytes**: every input tensor read once and the output written once, at the inputs' dtype
-  size (what a kernel that keeps everything else on chip moves; attention's ``[seq, seq]`` scores
+  (:data:`~.shapes.ATTENTION_OPS`: SDPA and its backends' ops, forward and backward) with no counted
+  op beneath it, so each multiply counts once: SDPA's flash path counts its innermost op, its math
+  path the ``aten::bmm`` calls it makes.
+- **FLOPs** and **ideal bytes** per call, from ``record_shapes``' ``Input Dims`` (:mod:`.op_arithmetic`
+  defines them): a GEMM ``[M,K] @ [K,N]`` does ``2·M·N·K`` (plus the bias); attention's forward its
+  two GEMMs, ``4·B·H·S²·D`` (halved when causal), its backward the five GEMMs of FlashAttention's
+  backward pass (2.5x the forward); ideal bytes are every input read once and the output written
+  once (what a kernel that keeps everything else on chip moves; attention's ``[seq, seq]`` scores
   are not in it).
 - **arithmetic intensity**: FLOPs / ideal bytes (FLOP/byte).
 - **time**: on a GPU trace, the device time of the kernels the call launched (it or any op under
@@ -53,28 +51,11 @@ import numpy as np
 from common.report import aggregates as agg
 from common.report import names as trace_names
 from common.report.model import KERNEL, OP, Model
+from common.report.op_arithmetic import Work, work_of
 from common.report.peaks import Peak, compute_peak, peak_of
-from common.report.shapes import (ATTENTION_OPS, DTYPE_BYTES, DTYPE_NAMES, FLASH_OPS, GEMM_OPS, OpShapes,
-                                  wants_shapes)
+from common.report.shapes import wants_shapes
 
-# where an attention op's is_causal sits among its inputs (its schema's position)
-CAUSAL_AT = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_flash_attention": 4,
-             "aten::_scaled_dot_product_efficient_attention": 6, "aten::_scaled_dot_product_cudnn_attention": 6,
-             "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
-             "aten::_scaled_dot_product_fused_attention_overrideable": 5, "aten::_flash_attention_forward": 8}
-EFFICIENT_MASK_AT = 9  # aten::_efficient_attention_forward's custom_mask_type: 1 and 2 are causal
 KNOBS_OP = "GEMMs and attention (per step, lesson's knobs)"
-
-
-@dataclass(frozen=True)
-class Work:
-    """One call's arithmetic: FLOPs, ideal bytes (None where a dtype is unknown), its shape in words."""
-
-    flops: int
-    bytes: Optional[int]
-    shape: str  # the tensor inputs' sizes: "64x64 @ 64x64"
-    dtype: str  # bf16 | fp16 | fp32 | ... ("" unknown)
-    causal: Optional[bool] = None  # attention: whether the FLOPs were halved (None: not attention, or not recorded)
 
 
 @dataclass(frozen=True)
@@ -254,68 +235,6 @@ def _knob_calls(m: Model, rows: np.ndarray, times: np.ndarray, tf32: np.ndarray,
         work = Work(int(knobs.matmul_flops_per_step), None, f"{shape} (lesson's size)", knobs.dtype)
         out.append(Call(KNOBS_OP, work, time if time > 0 else None, bool(tf32[mine].any())))
     return tuple(out)
-
-
-# ----------------------------------------------------------------------------- one call's arithmetic
-
-
-def work_of(op: str, shapes: Optional[OpShapes]) -> Optional[Work]:
-    """The arithmetic of one call of ``op`` from its record_shapes; None where the shapes do not say."""
-    if shapes is None:
-        return None
-    if op in GEMM_OPS:
-        return _gemm(op, shapes)
-    if op in ATTENTION_OPS:
-        return _attention(op, shapes)
-    return None
-
-
-def _gemm(op: str, s: OpShapes) -> Optional[Work]:
-    bias = op in ("aten::addmm", "aten::baddbmm")
-    a_at = 1 if bias else 0
-    a, b = s.tensor(a_at), s.tensor(a_at + 1)
-    if len(a) != len(b) or len(a) not in (2, 3) or a[-1] != b[-2]:
-        return None
-    batch = a[0] if len(a) == 3 else 1
-    m, k, n = a[-2], a[-1], b[-1]
-    out = batch * m * n
-    flops = 2 * batch * m * n * k + (out if bias else 0)
-    tensors = [a, b] + ([s.tensor(0)] if bias else [])
-    size = DTYPE_BYTES.get(s.dtype(a_at))
-    nbytes = None
-    if size is not None and op != "aten::_scaled_mm":  # _scaled_mm's output dtype is its own argument
-        nbytes = size * (sum(_numel(t) for t in tensors) + out)
-    shape = " @ ".join("x".join(map(str, t)) for t in (a, b)) + (f" + {'x'.join(map(str, s.tensor(0)))}" if bias else "")
-    return Work(flops, nbytes, shape, DTYPE_NAMES.get(s.dtype(a_at), s.dtype(a_at)))
-
-
-def _attention(op: str, s: OpShapes) -> Optional[Work]:
-    q, k, v = s.tensor(0), s.tensor(1), s.tensor(2)
-    if not (len(q) == len(k) == len(v) == 4):
-        return None
-    if op in FLASH_OPS:  # [batch, seq, heads, dim]
-        (b, sq, h, d), sk, dv = q, k[1], v[3]
-    else:  # [batch, heads, seq, dim]
-        (b, h, sq, d), sk, dv = q, k[2], v[3]
-    causal = _causal(op, s)
-    flops = 2 * b * h * sq * sk * (d + dv)
-    if causal:
-        flops //= 2
-    size = DTYPE_BYTES.get(s.dtype(0))
-    nbytes = size * (_numel(q) + _numel(k) + _numel(v) + b * h * sq * dv) if size is not None else None
-    shape = ", ".join("x".join(map(str, t)) for t in (q, k, v)) + (" causal" if causal else "")
-    return Work(flops, nbytes, shape, DTYPE_NAMES.get(s.dtype(0), s.dtype(0)), causal)
-
-
-def _causal(op: str, s: OpShapes) -> Optional[bool]:
-    if op == "aten::_efficient_attention_forward":
-        value = s.concrete[EFFICIENT_MASK_AT].strip() if len(s.concrete) > EFFICIENT_MASK_AT else ""
-        return {"0": False, "1": True, "2": True}.get(value)
-    return s.flag(CAUSAL_AT[op]) if op in CAUSAL_AT else None
-
-
-def _numel(dims: tuple) -> int:
-    return int(np.prod(dims, dtype=np.int64)) if dims else 0
 
 
 # ----------------------------------------------------------------------------- stage 2: rows

@@ -22,11 +22,22 @@ SDPA_OPS = frozenset({
 })
 # the kernels' own entry points, query/key/value in [batch, seq, heads, head_dim]
 FLASH_OPS = frozenset({"aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
-ATTENTION_OPS = SDPA_OPS | FLASH_OPS
+# their backward ops: grad_out first, then query, key, value (same layouts as the forward's)
+SDPA_BACKWARD_OPS = frozenset({
+    "aten::_scaled_dot_product_flash_attention_backward", "aten::_scaled_dot_product_efficient_attention_backward",
+    "aten::_scaled_dot_product_cudnn_attention_backward", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+})
+FLASH_BACKWARD_OPS = frozenset({"aten::_flash_attention_backward", "aten::_efficient_attention_backward"})
+BACKWARD_OPS = SDPA_BACKWARD_OPS | FLASH_BACKWARD_OPS
+ATTENTION_OPS = SDPA_OPS | FLASH_OPS | BACKWARD_OPS
 
 # bytes per element, by the names record_shapes gives dtypes
 DTYPE_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "c10::Float8_e4m3fn": 1,
                "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "int": 4, "long int": 8}
+# a ScalarType argument (``_scaled_mm``'s out_dtype) as Concrete Inputs writes it: c10's enum number
+SCALAR_TYPES = {"5": "c10::Half", "6": "float", "7": "double", "15": "c10::BFloat16", "23": "c10::Float8_e5m2",
+                "24": "c10::Float8_e4m3fn", "25": "c10::Float8_e5m2fnuz", "26": "c10::Float8_e4m3fnuz"}
 # the report's dtype names (the lessons' --dtype), for the peaks table
 DTYPE_NAMES = {"float": "fp32", "c10::BFloat16": "bf16", "c10::Half": "fp16", "double": "fp64",
                "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8"}
