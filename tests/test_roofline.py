@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CPU_DTYPE, report_json, run_module, trace_of
+from conftest import CPU_DTYPE, command_env, report_json, run_module, trace_of
 from gpu_synth import H100_COPY, matmul_add
 from test_pictures import BROWSER, _chromium
 
@@ -123,6 +123,8 @@ def test_cpu_steps_rate_rises_with_size(runs):
         small["step_gflops"], big["step_gflops"])
     assert s_step < 0.8 * s_op and b_step > 0.9 * b_op and b_step > s_step, (s_op, s_step, b_op, b_step)
     assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] is None
+    text = run_module("common.report", trace_of(runs["01_warm"]), env=command_env(COLUMNS="120")).stdout
+    assert "64 (lesson's size)" in text  # the row's words keep their spaces (shapes lose theirs: [64,64])
 
 
 def _page(tmp_path: Path) -> Path:

@@ -23,7 +23,8 @@ def table_rows(r: Roofline) -> list[list[str]]:
     out = []
     for j in r.rows[:TOP]:
         row = j.row
-        out.append([_short(row.op) if row.op != KNOBS_OP else "per step", row.shape.replace(" ", ""), f"{row.calls:,}",
+        shape = row.shape if row.op == KNOBS_OP else row.shape.replace(" ", "")  # "[64, 64]" -> "[64,64]"; words stay
+        out.append([_short(row.op) if row.op != KNOBS_OP else "per step", shape, f"{row.calls:,}",
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
                     compact(row.gbs * 1e9 if row.gbs is not None else None), fmt_pct(j.pct_of_peak) if j.pct_of_peak is not None else "-",
