@@ -182,6 +182,7 @@ def runs(tmp_path_factory):
         "02_compile": ("02_linear.py", ["--batch", "64", "--compile"]),
         "03_eager": ("03_simple_mlp.py", SMALL_MLP),
         "03_compile": ("03_simple_mlp.py", [*SMALL_MLP, "--compile"]),
+        "04c_compile": ("04_c_sdpa_attention.py", [*ATTENTION_SMALL, "--backend", "math", "--compile"]),
     }
     base = tmp_path_factory.mktemp("runs")
 

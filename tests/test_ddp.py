@@ -337,6 +337,26 @@ def test_job_with_a_rank_twice_or_outside_the_world(tmp_path):
     _one_error(report(a, c), "rank 2 is outside the job's 2 ranks")
 
 
+def test_each_rank_trace_is_read_once(tmp_path, monkeypatch):
+    """One read per rank: its rank, its job, its collectives' sizes and its model all come from the one
+    decode (a file read twice could tell the job one story and the model another, and costs a decode)."""
+    from common.report.ranks import read_ranks
+
+    paths = [gpu_rank(tmp_path / f"job_rank{k}.json", k, nccl_us) for k, nccl_us in ((0, 300.0), (1, 100.0))]
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    job = read_ranks(paths)
+    assert sorted(p for p in opened if p in map(str, paths)) == sorted(map(str, paths))
+    assert [r.rank for r in job.ranks] == [0, 1]
+    assert job.ranks[0].collectives[0].bytes == 4096  # the message size, from that same read
+
+
 # ----------------------------------------------------------------------------- a CPU job, synthetic
 
 

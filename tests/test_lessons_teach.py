@@ -61,7 +61,7 @@ def test_warm_runs_never_get_the_warm_up_advice(runs, key):
     assert "warm up" not in runs[key].stdout.lower().replace("warm-up on", "")
 
 
-@pytest.mark.parametrize("key", ["01_compile", "02_compile", "03_compile"])
+@pytest.mark.parametrize("key", ["01_compile", "02_compile", "03_compile", "04c_compile"])
 def test_compiled_runs_never_get_the_compile_advice(runs, key):
     """--compile: no hint tells the run to try torch.compile; where a pattern still shows (size 64 is
     overhead-bound compiled or not), the hint says what to look at in the compiled run instead."""

@@ -151,3 +151,20 @@ def test_recompiled_before_window_says_dynamic(tmp_path):
     assert "recompiled_before_window" not in static and "recompiles" not in static
     inside = rules(llm_trace(tmp_path, regions=["0/0"] + ["0/1"] * 7, name="inside.json"))
     assert "recompiles" in inside and "recompiled_before_window" not in inside  # recompiled in the window
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_a_run_on_cuda_graphs_is_never_told_to_try_them(tmp_path, mode):
+    """--compile --compile-mode reduce-overhead (or max-autotune) replays CUDA graphs: where launches still cost
+    (decode overhead-bound), the hints say where to look in the graphs, never to try them or torch.compile;
+    the same trace with eager knobs is told both (so the check can fail)."""
+    eager = {f.rule: f.hint for f in analyze(llm_trace(tmp_path, knobs=KNOBS))[1]}
+    advised = [rule for rule, hint in eager.items() if "reduce-overhead" in hint]
+    assert {"overhead_bound", "overhead_bound_phase"} <= set(advised)
+    knobs = {**KNOBS, "tag": f"1x128x4_bf16_warm_compile-{mode}", "compile": True, "compile_mode": mode}
+    graphs = {f.rule: f.hint for f in analyze(llm_trace(tmp_path, knobs=knobs, name="graphs.json"))[1]}
+    for rule in advised:  # the pattern still shows: the words say what to look at instead
+        assert "already on CUDA graphs" in graphs[rule], (rule, graphs[rule])
+    for rule, hint in graphs.items():
+        rest = hint.replace("already on CUDA graphs", "")
+        assert not any(w in rest for w in ("CUDA graph", "reduce-overhead", "torch.compile")), (rule, hint)

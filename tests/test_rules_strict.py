@@ -30,7 +30,7 @@ def test_every_shared_trace_is_tested():
 
 
 def test_every_rule_on_every_lesson_trace(runs):
-    assert len(runs) == 11
+    assert len(runs) == 12
     for run in runs.values():
         _every_rule(trace_of(run))
 

@@ -3,18 +3,20 @@
 The loader decodes complete events into small structs; :func:`extract` turns a list of them into
 :class:`Columns` in a handful of C-level passes (no Python loop per event except to pull fields
 out). The two-process load extracts each half of a big file separately and :func:`merge`\\ s them.
-This module knows the Chrome trace categories and nothing of steps, trees or rules.
+This module holds the trace categories (the one vocabulary the report reads them by) and the
+names of collectives' events; it knows nothing of steps, trees or rules.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from typing import Optional
 
 import numpy as np
 
 from common.printable import printable
-from common.report.shapes import OpShapes, wants_shapes
+from common.report.shapes import OpShapes, message_bytes, nccl_message_bytes, wants_shapes
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
@@ -26,12 +28,29 @@ PYTHON_CATS = frozenset({"python_function", "Python"})
 GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation", "GPU_USER_ANNOTATION"})
 OVERHEAD_CATS = frozenset({"overhead", "Overhead"})
 
+CPU_COLLECTIVE_PREFIXES = ("gloo:",)  # a CPU backend's collective, timed on the backend's worker thread
+GPU_COLLECTIVE_PREFIXES = ("nccl:",)  # the CPU-side annotation around a NCCL collective's launch
+NCCL_KERNEL_PREFIX = "nccl"  # ncclKernel_AllReduce_..., ncclDevKernel_...
+
 
 class Group:
     """The category family of an event. CPU lanes are OP..PYTHON, device work KERNEL..MEMSET (in
     this order: the model relies on both ranges)."""
 
     OP, ANNOTATION, RUNTIME, PYTHON, KERNEL, MEMCPY, MEMSET, GPU_ANNOTATION, OVERHEAD, TRACE, OTHER = range(11)
+
+
+@dataclass(frozen=True)
+class CollectiveEvent:
+    """A collective's CPU-side event: a CPU backend's own (``gloo:all_reduce``, on the backend's worker
+    thread), or the annotation around a NCCL collective's launch (``nccl:all_reduce``)."""
+
+    name: str
+    ts: float  # µs, absolute
+    dur: float  # µs (never negative)
+    tid: object  # its thread, as the CPU events' ``threads`` hold it
+    finished: bool  # False: still running when the profiler stopped (gloo says so), so its end is unknown
+    bytes: Optional[int]  # the message, from record_shapes' Input Dims and Input type; None when not given
 
 
 class _GroupOfCategory(dict):
@@ -82,6 +101,8 @@ class Columns:
     gpu_annotations: list  # (name, ts, dur) of GPU-lane annotations
     overheads: list  # (name, ts, dur, pid, tid) of the profiler's own overhead events
     memory: list  # MEMORY_FIELDS per [memory] instant event, in trace order (NaN where a field is absent)
+    collectives: list  # CollectiveEvent per collective's CPU-side event (gloo:*, nccl:*), in trace order
+    dev_msg_bytes: np.ndarray  # device events: a NCCL kernel's message bytes from its own args (NaN: not given)
     ids_out_of_range: int = 0  # correlation ids or pids that are not integers below EXACT_ID_LIMIT
 
     @property
@@ -184,7 +205,8 @@ def extract(events: list, memory: list = ()) -> Columns:
     op_shapes = _op_shapes(cpu_events, name[group <= Group.PYTHON], group[group <= Group.PYTHON], names)
     del cpu_events
 
-    device_events = pick(np.flatnonzero((group >= Group.KERNEL) & (group <= Group.MEMSET)))
+    on_device = (group >= Group.KERNEL) & (group <= Group.MEMSET)
+    device_events = pick(np.flatnonzero(on_device))
     args = dict(zip(LAUNCH_ARGS, zip(*[_launch_args(e) for e in device_events]))) or {a: () for a in LAUNCH_ARGS}
     dev_corr, bad_dev_corr = id_array(args["correlation"])
     dev_device, bad_device = id_array(list(map(attrgetter("pid"), device_events)))
@@ -200,6 +222,8 @@ def extract(events: list, memory: list = ()) -> Columns:
         overheads=[(printable(e.name), e.ts, e.dur, _printable_id(e.pid), _printable_id(e.tid))
                    for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
         memory=[_memory_record(e) for e in memory],
+        collectives=_collective_events(events, group, name, names),
+        dev_msg_bytes=_nccl_kernel_bytes(device_events, group[on_device], name[on_device], names),
         ids_out_of_range=bad_corr + bad_dev_corr + bad_device,
     )
     return columns
@@ -215,6 +239,37 @@ def _memory_record(event) -> tuple:
         return (event.ts, event.tid, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN)
     return (event.ts, event.tid, *(_NAN if v is None else float(v) for v in (
         a.device_type, a.device_id, a.bytes, a.total_allocated, a.total_reserved, a.addr)))
+
+
+def _named(names: list, prefixes) -> np.ndarray:
+    """Per distinct name, whether it starts with one of ``prefixes``."""
+    return np.fromiter((n.startswith(prefixes) for n in names), bool, len(names))
+
+
+def _collective_events(events: list, group: np.ndarray, name: np.ndarray, names: list) -> list:
+    """The CollectiveEvent of every event named ``gloo:*`` (any category) and of every ``nccl:*``
+    annotation with args (not a kernel's or a runtime call's name)."""
+    out = []
+    for i in np.flatnonzero(_named(names, CPU_COLLECTIVE_PREFIXES + GPU_COLLECTIVE_PREFIXES)[name]).tolist():
+        e, a = events[i], events[i].args
+        on_cpu_backend = e.name.startswith(CPU_COLLECTIVE_PREFIXES)
+        if not on_cpu_backend and (a is None or group[i] in (Group.KERNEL, Group.RUNTIME)):
+            continue
+        out.append(CollectiveEvent(names[name[i]], e.ts, max(e.dur, 0.0), _printable_id(e.tid),
+                                   not (a is not None and a.finished is False),
+                                   message_bytes(a.input_dims, a.input_type) if a is not None else None))
+    return out
+
+
+def _nccl_kernel_bytes(device_events: list, group: np.ndarray, name: np.ndarray, names: list) -> np.ndarray:
+    """Per device event, a NCCL kernel's message bytes from its ``In msg nelems`` and ``dtype`` (NaN elsewhere)."""
+    out = np.full(len(device_events), np.nan)
+    for i in np.flatnonzero(_named(names, NCCL_KERNEL_PREFIX)[name] & (group == Group.KERNEL)).tolist():
+        a = device_events[i].args
+        size = nccl_message_bytes(a.msg_nelems, a.msg_dtype) if a is not None else None
+        if size is not None:
+            out[i] = size
+    return out
 
 
 def _op_shapes(cpu_events: list, name: np.ndarray, group: np.ndarray, names: list) -> np.ndarray:

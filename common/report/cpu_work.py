@@ -40,6 +40,11 @@ class StepWork:
     def compute_pct(self) -> float:
         return 100.0 * self.compute_us / self.wall_us if self.wall_us > 0 else 0.0
 
+    @property
+    def dispatch_us(self) -> float:
+        """The step's time outside the compute ops' own work: the dispatch around them."""
+        return max(self.wall_us - self.compute_us, 0.0)
+
 
 @dataclass(frozen=True)
 class OpTime:

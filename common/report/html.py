@@ -86,12 +86,11 @@ def gpu_plots(t: Tables) -> list[Plot]:
 
 
 def ops_plot(t: Tables) -> Plot | None:
-    key, what = ("self_device_us", "self device time") if t.has_gpu else ("self_cpu_us", "self CPU time")
-    ops = sorted((o for o in t.ops if o.kind == "op"), key=lambda o: -getattr(o, key))[:TOP]
-    if not ops or not any(getattr(o, key) for o in ops):
+    ops = t.ops_by_self_time[:TOP]
+    if not any(us for _, us in ops):
         return None
-    rows = [(trace_names.short_name(o.name, 48), o.name, getattr(o, key)) for o in ops]
-    return horizontal_bars("ops", f"top {len(rows)} ops by {what}", rows, what)
+    rows = [(trace_names.short_name(o.name, 48), o.name, us) for o, us in ops]
+    return horizontal_bars("ops", f"top {len(rows)} ops by {t.op_self_time}", rows, t.op_self_time)
 
 
 def spread_plot(t: Tables) -> Plot | None:

@@ -7,6 +7,7 @@ Times in µs, per profiled step; a rank's row holds medians over its steps.
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
@@ -27,6 +28,18 @@ class CollectiveCount:
     name: str
     count: int
     bytes: Optional[int]  # the messages' total, None when the trace does not say
+
+
+@dataclass(frozen=True)
+class CollectiveRange:
+    """One collective (by name) over a rank's profiled steps: how many per step and their message bytes
+    per step, lowest and highest (bytes None when no step's size is known)."""
+
+    name: str
+    count_low: int
+    count_high: int
+    bytes_low: Optional[int]
+    bytes_high: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,18 @@ class RankSummary:
     overlap_pct: Optional[float]
     steps: tuple[StepRow, ...]
     collectives: tuple[CollectiveCount, ...]
+
+    @property
+    def collective_ranges(self) -> tuple[CollectiveRange, ...]:
+        """Per collective name (in the order they first appear), its count and size per step over the steps."""
+        counts: dict = defaultdict(list)
+        sizes: dict = defaultdict(list)
+        for c in self.collectives:
+            counts[c.name].append(c.count)
+            if c.bytes is not None:
+                sizes[c.name].append(c.bytes)
+        return tuple(CollectiveRange(name, min(n), max(n), min(sizes[name], default=None),
+                                     max(sizes[name], default=None)) for name, n in counts.items())
 
 
 @dataclass(frozen=True)

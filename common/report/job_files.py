@@ -2,87 +2,39 @@
 
 A job is given as a folder (every ``.json``/``.json.gz`` in it; the lessons' ``.txt`` tables and
 hidden temporary files are left alone) or as several traces named ``..._rank<k>``. Each file is
-read once here, with msgspec decoding a few fields per event: its rank and job (``distributedInfo``
-and a lesson's ``"lesson"`` metadata; the file name as a fallback), and what the model does not
-keep about collectives: a CPU backend's collective events (``gloo:all_reduce``, on the backend's
-own thread) and the message sizes (a kernel's ``In msg nelems`` and ``dtype``, or the ``Input Dims``
-and ``Input type`` that ``record_shapes`` gives the collective's annotation).
+decoded once, by the report's loader (:mod:`.load`); :func:`rank_file` reads from that
+:class:`~common.report.load.Loaded` its rank and job (``distributedInfo`` and a lesson's ``"lesson"``
+metadata; the file name as a fallback), and what the model does not keep about collectives: a CPU
+backend's collective events (``gloo:all_reduce``, on the backend's own thread) and the message sizes
+(a kernel's ``In msg nelems`` and ``dtype``, or the ``Input Dims`` and ``Input type`` that
+``record_shapes`` gives the collective's annotation).
 
 Anything that is not one whole job (a non-trace among the traces, two jobs, a missing or doubled
-rank) raises :class:`common.errors.BadInput` before any number is computed.
+rank) raises :class:`common.errors.BadInput` (:func:`check_one_job`) before the job's numbers are
+computed.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-import msgspec
+import numpy as np
 
 from common.commands import display_path
 from common.errors import fail
-from common.knobs import JobKnobs, RunKnobs
-from common.printable import printable
+from common.knobs import JobKnobs
 from common.paths import TRACE_SUFFIXES
-from common.report.load import json_error, read_bytes
+from common.printable import printable
+from common.report.columns import (CPU_COLLECTIVE_PREFIXES, GPU_COLLECTIVE_PREFIXES, NCCL_KERNEL_PREFIX,
+                                   CollectiveEvent, Columns, Group)
+from common.report.load import Loaded
 
 RANK_IN_NAME = re.compile(r"(?:^|[_.-])rank[-_]?(\d+)(?=$|[_.-])")
-CPU_COLLECTIVE_PREFIXES = ("gloo:",)  # a CPU backend's collective, timed on the backend's worker thread
-GPU_COLLECTIVE_PREFIXES = ("nccl:",)  # the CPU-side annotation around a NCCL collective's launch
-RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "Driver"})
-KERNEL_CATS = frozenset({"kernel", "Kernel"})
-
-# bytes per element, by the names traces give dtypes (record_shapes' "Input type", NCCL's "dtype")
-ELEMENT_BYTES = {
-    "float": 4, "Float": 4, "float32": 4, "double": 8, "Double": 8, "c10::BFloat16": 2, "BFloat16": 2,
-    "bfloat16": 2, "c10::Half": 2, "Half": 2, "float16": 2, "long int": 8, "Long": 8, "int64": 8, "int": 4,
-    "Int": 4, "int32": 4, "short int": 2, "Short": 2, "signed char": 1, "Char": 1, "int8": 1,
-    "unsigned char": 1, "Byte": 1, "uint8": 1, "bool": 1, "Bool": 1,
-}
-
-
-class _Args(msgspec.Struct):
-    correlation: Any = None
-    finished: Any = None
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
-    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    dtype: Any = None
-
-
-class _Event(msgspec.Struct):
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    ts: Any = None
-    dur: Any = None
-    tid: Any = None
-    args: Optional[_Args] = None
-
-
-class _File(msgspec.Struct):
-    traceEvents: list[_Event]
-    distributedInfo: Any = None
-    lesson: Any = None
-
-
-_DECODER = msgspec.json.Decoder(_File)
-
-
-@dataclass(frozen=True)
-class CpuCollective:
-    """One collective of a CPU backend (gloo), as its worker thread timed it (absolute µs)."""
-
-    name: str  # gloo:all_reduce
-    ts: float
-    dur: float
-    finished: bool  # False: still running when the profiler stopped, so its end is unknown
-    bytes: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -95,7 +47,7 @@ class RankFile:
     backend: Optional[str]
     job_id: Optional[str]  # torchrun's run id (lesson traces)
     tag: Optional[str]  # the lesson's tag without the rank (lesson traces)
-    cpu_collectives: tuple[CpuCollective, ...] = ()
+    cpu_collectives: tuple[CollectiveEvent, ...] = ()  # the CPU backend's (gloo), absolute µs
     kernel_bytes: dict = field(default_factory=dict)  # NCCL kernel correlation id -> message bytes
 
     @property
@@ -141,24 +93,12 @@ def _stem(name: str) -> str:
     return name
 
 
-def read_job(paths: list[Path]) -> list[RankFile]:
-    """Every file of the job, sorted by rank, after checking they are one whole job."""
-    files = [read_rank_file(p) for p in paths]
-    check_one_job(files)
-    return sorted(files, key=lambda f: f.rank)
-
-
-def read_rank_file(path: Path) -> RankFile:
-    data, _ = read_bytes(path)
-    try:
-        doc = _DECODER.decode(data)
-    except msgspec.ValidationError:
-        doc = _loose(data, path)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        fail(f"{path}: not a trace: {json_error(data, exc)}; a job's folder should hold only its ranks' traces")
-    del data
-    info = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    knobs = RunKnobs.from_json(doc.lesson)
+def rank_file(loaded: Loaded) -> RankFile:
+    """What one rank's loaded trace says about itself and its job (no second read of the file)."""
+    path = Path(loaded.path)
+    info = loaded.meta.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    knobs = loaded.knobs
     job: Optional[JobKnobs] = knobs.job if knobs else None
     rank = _int(info.get("rank"))
     if rank is None:
@@ -167,26 +107,10 @@ def read_rank_file(path: Path) -> RankFile:
     backend = info.get("backend") if isinstance(info.get("backend"), str) else (job.backend if job else None)
     backend = printable(backend) if backend is not None else None  # names are data: shown escaped
     tag = printable(RANK_IN_NAME.sub("", knobs.tag)) if knobs and knobs.tag else None
-    cpu, kernel_bytes = _collective_records(doc.traceEvents)
-    return RankFile(path, rank, world, backend, printable(job.id) if job and job.id else None, tag, cpu, kernel_bytes)
-
-
-def _loose(data, path) -> _File:
-    """Traces whose fields have unexpected types: decode generically, keep what is usable."""
-    try:
-        doc = msgspec.json.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        fail(f"{path}: not a trace: {json_error(data, exc)}; a job's folder should hold only its ranks' traces")
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        fail(f"{path}: not a trace (no traceEvents list); a job's folder should hold only its ranks' traces")
-    events = []
-    for e in doc["traceEvents"]:
-        if isinstance(e, dict):
-            a = e.get("args") if isinstance(e.get("args"), dict) else {}
-            args = _Args(a.get("correlation"), a.get("finished"), a.get("Input Dims"), a.get("Input type"),
-                         a.get("In msg nelems"), a.get("dtype"))
-            events.append(_Event(e.get("ph"), e.get("name"), e.get("cat"), e.get("ts"), e.get("dur"), e.get("tid"), args))
-    return _File(events, doc.get("distributedInfo"), doc.get("lesson"))
+    c = loaded.columns
+    cpu = tuple(e for e in c.collectives if e.name.startswith(CPU_COLLECTIVE_PREFIXES))
+    return RankFile(path, rank, world, backend, printable(job.id) if job and job.id else None, tag, cpu,
+                    kernel_bytes(c))
 
 
 def _int(value) -> Optional[int]:
@@ -198,14 +122,6 @@ def _int(value) -> Optional[int]:
         return None
 
 
-def _float(value) -> Optional[float]:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
 def _rank_from_name(path: Path) -> int:
     match = RANK_IN_NAME.search(_stem(path.name))
     if not match:
@@ -214,67 +130,24 @@ def _rank_from_name(path: Path) -> int:
     return int(match.group(1))
 
 
-# ----------------------------------------------------------------------------- collectives' records
+# ----------------------------------------------------------------------------- collectives' sizes
 
 
-def message_bytes(dims, types) -> Optional[int]:
-    """Bytes of the tensors a record_shapes op lists (``Input Dims`` and ``Input type``), or None."""
-    if not isinstance(dims, list) or not isinstance(types, list):
-        return None
-    total = 0
-    for shape, kind in zip(dims, types):
-        if kind == "TensorList" and isinstance(shape, list):
-            continue  # the tensors inside a list carry no type here
-        size = ELEMENT_BYTES.get(kind)
-        if size is None or not isinstance(shape, list):
-            continue
-        n = 1
-        for d in shape:
-            if not isinstance(d, int):
-                return None
-            n *= d
-        total += n * size
-    return total or None
-
-
-def _nccl_bytes(args: Optional[_Args]) -> Optional[int]:
-    n = _int(args.in_nelems) if args else None
-    size = ELEMENT_BYTES.get(args.dtype) if args and isinstance(args.dtype, str) else None
-    return n * size if n is not None and size else None
-
-
-def _collective_records(events: list) -> tuple[tuple[CpuCollective, ...], dict]:
-    """The CPU backend's collectives, and the message bytes of each NCCL kernel (by correlation id):
-    from the kernel's own args, else from the ``nccl:*`` annotation around its launch."""
-    cpu: list[CpuCollective] = []
-    kernels: list[tuple[int, Optional[int]]] = []  # (correlation, bytes from the kernel's args)
-    launches: dict[int, tuple[Any, float]] = {}  # correlation -> (thread, launch time)
-    annotations: dict[Any, list[tuple[float, float, Optional[int]]]] = defaultdict(list)  # thread -> (ts, end, bytes)
-    for e in events:
-        name, ph = e.name, e.ph
-        if ph != "X" or not isinstance(name, str):
-            continue
-        ts, dur = _float(e.ts), _float(e.dur)
-        if ts is None:
-            continue
-        if name.startswith(CPU_COLLECTIVE_PREFIXES):
-            a = e.args
-            cpu.append(CpuCollective(name, ts, max(dur or 0.0, 0.0), not (a and a.finished is False),
-                                     message_bytes(a.input_dims, a.input_type) if a else None))
-        elif e.cat in KERNEL_CATS and name.startswith("nccl"):
-            corr = _int(e.args.correlation) if e.args else None
-            if corr is not None:
-                kernels.append((corr, _nccl_bytes(e.args)))
-        elif e.cat in RUNTIME_CATS and e.args is not None:
-            corr = _int(e.args.correlation)
-            if corr is not None:
-                launches[corr] = (e.tid, ts)
-        elif name.startswith(GPU_COLLECTIVE_PREFIXES) and e.args is not None:
-            annotations[e.tid].append((ts, ts + (dur or 0.0), message_bytes(e.args.input_dims, e.args.input_type)))
-    return tuple(cpu), _kernel_bytes(kernels, launches, annotations)
-
-
-def _kernel_bytes(kernels, launches, annotations) -> dict:
+def kernel_bytes(c: Columns) -> dict:
+    """The message bytes of each NCCL kernel, by correlation id: from the kernel's own args, else from
+    the ``nccl:*`` annotation around its launch (the last one begun on the launching thread, if it
+    still runs at the launch)."""
+    dev = c.device_rows
+    nccl_name = np.fromiter((n.startswith(NCCL_KERNEL_PREFIX) for n in c.names), bool, len(c.names))
+    nccl = (c.group[dev] == Group.KERNEL) & nccl_name[c.name[dev]]
+    kernels = [(corr, None if size != size else int(size))  # NaN: not in the kernel's args
+               for corr, size in zip(c.dev_corr[nccl].tolist(), c.dev_msg_bytes[nccl].tolist()) if corr >= 0]
+    unsized = {corr for corr, size in kernels if size is None}
+    launches = _launches(c, unsized) if unsized else {}
+    annotations: dict = defaultdict(list)  # thread -> [(start, end, bytes)]
+    for e in c.collectives:
+        if e.name.startswith(GPU_COLLECTIVE_PREFIXES):
+            annotations[e.tid].append((e.ts, e.ts + e.dur, e.bytes))
     for spans in annotations.values():
         spans.sort()
     starts = {tid: [s[0] for s in spans] for tid, spans in annotations.items()}
@@ -288,6 +161,16 @@ def _kernel_bytes(kernels, launches, annotations) -> dict:
         if size is not None:
             out[corr] = size
     return out
+
+
+def _launches(c: Columns, wanted: set) -> dict:
+    """correlation id -> (thread, time) of the runtime call that launched it (the last such call)."""
+    cpu = c.cpu_rows
+    runtime = np.flatnonzero(c.group[cpu] == Group.RUNTIME)
+    corr = c.corr[runtime].tolist()
+    thread = c.thread[runtime].tolist()
+    ts = c.ts[cpu[runtime]].tolist()
+    return {k: (c.threads[t], when) for k, t, when in zip(corr, thread, ts) if k in wanted}
 
 
 # ----------------------------------------------------------------------------- one job

@@ -66,6 +66,11 @@ class Args(Struct, gc=False):
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # collectives (:func:`~common.report.columns.collective_records`): a CPU backend's event still running
+    # when the profiler stopped (``finished: false``), and a NCCL kernel's message (elements, their dtype)
+    finished: Any = None
+    msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    msg_dtype: Any = msgspec.field(default=None, name="dtype")
 
 
 class CompleteEvent(Struct, tag_field="ph", tag="X", gc=False):
@@ -471,6 +476,10 @@ def _lenient_args(a) -> Optional[Args]:
             kw[f] = v
     if isinstance(a.get("grid"), list):
         kw["grid"] = a["grid"]
+    for f, key in (("input_dims", "Input Dims"), ("input_type", "Input type"), ("concrete_inputs", "Concrete Inputs"),
+                   ("finished", "finished"), ("msg_nelems", "In msg nelems"), ("msg_dtype", "dtype")):
+        if key in a:
+            kw[f] = a[key]  # read as loosely as the fast path reads them (Any)
     return Args(**kw)
 
 

@@ -44,16 +44,19 @@ from typing import Optional
 import numpy as np
 
 from common.report.job import CollectiveCount, JobReport, RankSummary, StepRow, StepTimes, Straggler
-from common.report.job_files import RankFile, read_job
+from common.report.columns import CPU_COLLECTIVE_PREFIXES, GPU_COLLECTIVE_PREFIXES
+from common.report.inputs import DEFAULT_MAX_BYTES
 from common.report.intervals import Intervals
-from common.report.model import ANNOTATION, OP, STEP_RE, Model
+from common.report.job_files import RankFile, check_one_job, rank_file
+from common.report.load import load
+from common.report.model import ANNOTATION, OP, STEP_RE, Model, build
 from common.report.overlap import intersection, kernel_types
-from common.report.tables import Tables
+from common.report.tables import Tables, build_tables
 from common.report.units import fmt_us
 
 STRAGGLER_SHARE = 0.10  # the others wait at least this share of a step more than the straggler
 STRAGGLER_MIN_US = 50.0
-CPU_COMM_OPS = ("c10d::", "record_param_comms", "nccl:", "gloo:")  # CPU-side communication, not compute
+CPU_COMM_OPS = ("c10d::", "record_param_comms") + GPU_COLLECTIVE_PREFIXES + CPU_COLLECTIVE_PREFIXES  # not compute
 _COLLECTIVE_NAME = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 
 
@@ -305,14 +308,18 @@ def job_report(traces: list[RankTrace]) -> JobReport:
         straggler_cannot_tell=_cannot_tell(ranks), notes=tuple(notes))
 
 
-def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None = None) -> JobReport:
-    """Check the files are one whole job, then model each rank's trace (one at a time) and compare.
-    ``parallel`` (the command line): a big plain-JSON trace is decoded by two processes."""
-    from common.report import model_of
+def read_rank(path: Path, parallel: bool = False, max_bytes: int | None = None) -> RankTrace:
+    """One rank's trace, decoded once: what it says about its job (:func:`.job_files.rank_file`) and
+    its model's numbers, from the same :class:`~common.report.load.Loaded`."""
+    loaded = load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+    f = rank_file(loaded)
+    return rank_trace(build_tables(build(loaded)), f)
 
-    traces = []
-    for f in read_job(paths):
-        tables = model_of(f.path, parallel=parallel, max_bytes=max_bytes)
-        traces.append(rank_trace(tables, f))
-        del tables
-    return job_report(traces)
+
+def read_ranks(paths: list[Path], parallel: bool = False, max_bytes: int | None = None) -> JobReport:
+    """Model each rank's trace (one at a time: only its RankTrace is kept), check the files are one
+    whole job, and compare. ``parallel`` (the command line): a big plain-JSON trace is decoded by two
+    processes."""
+    traces = [read_rank(p, parallel, max_bytes) for p in paths]
+    check_one_job([t.file for t in traces])
+    return job_report(sorted(traces, key=lambda t: t.file.rank))

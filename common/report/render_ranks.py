@@ -8,7 +8,6 @@ rank table and the straggler line.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
@@ -88,19 +87,17 @@ def straggler_text(job: JobReport) -> str:
     return Text.from_markup(straggler_line(job)).plain
 
 
+def _range(low, high, fmt=str) -> str:
+    return fmt(low) if low == high else f"{fmt(low)}-{fmt(high)}"
+
+
 def collective_lines(r: RankSummary) -> list[str]:
     """Per collective name: how many per step, and their size (a range when steps differ)."""
-    counts, sizes = defaultdict(list), defaultdict(list)
-    for c in r.collectives:
-        counts[c.name].append(c.count)
-        sizes[c.name].append(c.bytes)
     out = []
-    for name, n in counts.items():
-        many = f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}"
-        known = [b for b in sizes[name] if b is not None]
-        size = (_bytes(known[0]) if known and min(known) == max(known) else
-                f"{_bytes(min(known))}-{_bytes(max(known))}" if known else "")
-        out.append(f"{escape(name)} x {many} per step" + (f" ({size} per step)" if size else ""))
+    for c in r.collective_ranges:
+        size = _range(c.bytes_low, c.bytes_high, _bytes) if c.bytes_low is not None else ""
+        out.append(f"{escape(c.name)} x {_range(c.count_low, c.count_high)} per step"
+                   + (f" ({size} per step)" if size else ""))
     return out
 
 

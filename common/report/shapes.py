@@ -84,3 +84,47 @@ class OpShapes:
 def _texts(values, n: int) -> tuple:
     values = values if isinstance(values, list) else []
     return tuple((v if isinstance(v, str) else "") for v in values) + ("",) * max(0, n - len(values))
+
+
+# ----------------------------------------------------------------------------- collectives' messages
+
+# bytes per element, by every name traces give dtypes: record_shapes' ``Input type`` on a collective's
+# annotation (``float``, ``c10::BFloat16``) and NCCL kernels' ``dtype`` argument (``Float``, ``BFloat16``)
+ELEMENT_BYTES = {
+    "float": 4, "Float": 4, "float32": 4, "double": 8, "Double": 8, "c10::BFloat16": 2, "BFloat16": 2,
+    "bfloat16": 2, "c10::Half": 2, "Half": 2, "float16": 2, "long int": 8, "Long": 8, "int64": 8, "int": 4,
+    "Int": 4, "int32": 4, "short int": 2, "Short": 2, "signed char": 1, "Char": 1, "int8": 1,
+    "unsigned char": 1, "Byte": 1, "uint8": 1, "bool": 1, "Bool": 1,
+}
+
+
+def message_bytes(dims, types) -> Optional[int]:
+    """Bytes of the tensors a record_shapes op lists (``Input Dims`` and ``Input type``), or None."""
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    total = 0
+    for shape, kind in zip(dims, types):
+        if kind == "TensorList" and isinstance(shape, list):
+            continue  # the tensors inside a list carry no type here
+        size = ELEMENT_BYTES.get(kind) if isinstance(kind, str) else None
+        if size is None or not isinstance(shape, list):
+            continue
+        n = 1
+        for d in shape:
+            if not isinstance(d, int):
+                return None
+            n *= d
+        total += n * size
+    return total or None
+
+
+def nccl_message_bytes(nelems, dtype) -> Optional[int]:
+    """Bytes of a NCCL kernel's message (its ``In msg nelems`` and ``dtype`` arguments), or None."""
+    if isinstance(nelems, bool) or not isinstance(dtype, str):
+        return None
+    try:
+        n = int(nelems)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    size = ELEMENT_BYTES.get(dtype)
+    return n * size if size else None

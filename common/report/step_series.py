@@ -113,7 +113,7 @@ def breakdown_series(t: Tables) -> BreakdownSeries:
         work = t.cpu_work.steps
         labels = [t.step_label(i) for i in range(len(work))]
         per_step = {"compute": [s.compute_us for s in work],
-                    "dispatch": [max(s.wall_us - s.compute_us, 0.0) for s in work]}
+                    "dispatch": [s.dispatch_us for s in work]}
         left_out = ()
         title = "step time: the compute ops' own work vs the dispatch around them (CPU)"
     buckets = buckets_of(len(labels))

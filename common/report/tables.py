@@ -98,6 +98,17 @@ class Tables:
     def step_label(self, i: int) -> str:
         return self.model.step_label(i)
 
+    @property
+    def op_self_time(self) -> str:
+        """What ranks the ops by their own time: their self device time on a GPU trace, else their self CPU time."""
+        return "self device time" if self.has_gpu else "self CPU time"
+
+    @property
+    def ops_by_self_time(self) -> tuple:
+        """(op row, its own time in µs, as :attr:`op_self_time` says) of the ops (kind ``op``), heaviest first."""
+        key = "self_device_us" if self.has_gpu else "self_cpu_us"
+        return tuple(sorted(((o, getattr(o, key)) for o in self.ops if o.kind == "op"), key=lambda pair: -pair[1]))
+
 
 def build_tables(m: Model) -> Tables:
     """Every table of the model, in dependency order."""
