@@ -412,6 +412,40 @@ def few_points_said(r: Result) -> None:
     assert "20,000 steps drawn as 1,000 buckets of 20 consecutive steps (min and max per bucket)" in captions
 
 
+def _compare_long(d: Path) -> Result:
+    """--compare --html of two 20,000-step traces (the second a copy of the first)."""
+    a = _long_trace(d)
+    b = d / "long_b.json"
+    shutil.copy(a, b)
+    return report(d, "--compare", a, b, "--html", "compare.html", timeout=120)
+
+
+def compare_few_points_said(r: Result) -> None:
+    """The compare page draws per bucket of steps and says so; the console's table shows the first steps
+    and says where the rest are; the slow steps survive the buckets."""
+    from html.parser import HTMLParser
+
+    figures, captions = {}, []
+
+    class Page(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "figure":
+                figures[a["id"]] = json.loads(a["data-plot"])
+
+        def handle_data(self, data):
+            if "buckets" in data:
+                captions.append(data)
+
+    Page().feed((r.folder / "compare.html").read_text())
+    for plot in ("compare-cpu", "compare-device"):
+        fig = figures[plot]
+        assert (fig["steps"], fig["bucket_size"], len(fig["a_us"]), len(fig["b_us"])) == (20_000, 10, 2000, 2000)
+    assert max(figures["compare-cpu"]["a_high_us"]) > 10 * min(figures["compare-cpu"]["a_us"])
+    assert captions.count("20,000 steps drawn as 2,000 buckets of 10 consecutive steps (mean, and min–max per bucket)") == 2
+    assert len(r.out.splitlines()) < 80 and "the first 20 of 20,000 steps" in " ".join(r.out.split())
+
+
 def _huge_ts(d: Path) -> Path:
     """``ts: 1e400`` (valid JSON, beyond a 64-bit float) at byte 52 of the file."""
     text = '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1e400, "dur": 5, "name": "aten::mm"}]}'
@@ -508,6 +542,7 @@ FAULTS: dict[str, Fault] = {
     # 12. a long trace: the page draws at most a few thousand points per plot, and says so
     "--html on 20,000 steps": Fault(lambda d: report(d, _long_trace(d), "--short", "--html", "page.html", timeout=300),
                                     0, "wrote", few_points_said, slow=True),
+    "--compare --html on 20,000 steps": Fault(_compare_long, 0, "wrote", compare_few_points_said, slow=True),
     # 13. a job (a folder of ranks) has no one page or copy
     "--html with a folder": Fault(lambda d: report(d, DATA_TRACES / "hta", "--html", "x.html"), 2,
                                   "--html draws one trace", nothing_in("x.html")),

@@ -105,6 +105,9 @@ def _verdict(what: str, side: dict, why: str | None) -> str:
             f"B {fmt_us(side['b_range_us'][0])}-{fmt_us(side['b_range_us'][1])})")
 
 
+STEP_ROWS = 20  # the console's step table shows the first this many steps (--json and the page: every one)
+
+
 def _step_table(c: dict, with_device: bool):
     from rich import box
     from rich.table import Table
@@ -114,11 +117,13 @@ def _step_table(c: dict, with_device: bool):
     for col in cols:
         t.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
     fmt = lambda r: f"{r:.2f}x" if r is not None else "-"  # noqa: E731
-    for i, r in enumerate(c["steps"]):
+    for i, r in enumerate(c["steps"][:STEP_ROWS]):
         row = [str(i + 1), fmt_us(r["a_cpu_us"]), fmt_us(r["b_cpu_us"]), fmt(r["cpu_ratio"])]
         if with_device:
             row += [fmt_us(r["a_device_us"]), fmt_us(r["b_device_us"]), fmt(r["device_ratio"])]
         t.add_row(*row)
+    if len(c["steps"]) > STEP_ROWS:
+        t.add_row(f"[dim]+{len(c['steps']) - STEP_ROWS:,}[/]", *["[dim]…[/]"] * (len(cols) - 1))
     s = c["summary"]
     cpu, dev = s["cpu"], s["device"]
     if cpu:
@@ -150,6 +155,9 @@ def render_compare(c: dict, console) -> None:
     console.print("per step: CPU = the step's wall time" + (
         "; dev = kernel/memcpy/memset time it launched" if with_device else " (CPU-only traces: no device columns)"))
     console.print(_step_table(c, with_device))
+    if len(c["steps"]) > STEP_ROWS:
+        console.print(f"[dim]the first {STEP_ROWS} of {len(c['steps']):,} steps; the median row and the verdict read "
+                      "every step (--json and --html list them all)[/]")
     if with_device:
         console.print(f"kernels per step (median): A {s['a_kernels_per_step']:g}, B {s['b_kernels_per_step']:g}")
     for side in filter(None, (s["cpu"], s["device"])):

@@ -15,7 +15,7 @@ from common.report import names as trace_names
 from common.report.tables import Tables
 from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
 from common.report.rules import Finding
-from common.report.step_series import breakdown_series, spread_series
+from common.report.step_series import breakdown_series, pair_series, spread_series
 from common.report.units import fmt_us
 
 TOP = 12  # bars in a top-N plot
@@ -213,14 +213,14 @@ def render_compare_html(c: dict) -> str:
     steps = c["steps"]
     summary = c["summary"]
     cpu = grouped_steps("compare-cpu", "CPU (wall) time per step, A vs B",
-                        [s["a_cpu_us"] for s in steps if s["a_cpu_us"] is not None],
-                        [s["b_cpu_us"] for s in steps if s["b_cpu_us"] is not None], "wall time")
+                        pair_series([s["a_cpu_us"] for s in steps if s["a_cpu_us"] is not None],
+                                    [s["b_cpu_us"] for s in steps if s["b_cpu_us"] is not None]), "wall time")
     parts = [f'<h1>Compare</h1><div class="path">A = {html.escape(str(c["a"]))}<br>B = {html.escape(str(c["b"]))}'
              "</div>", _figure(cpu, _side_verdict(summary["cpu"]))]
     if summary["device"] is not None:
         parts.append(_figure(grouped_steps("compare-device", "device time per step, A vs B",
-                                           [s["a_device_us"] or 0.0 for s in steps if s["a_device_us"] is not None],
-                                           [s["b_device_us"] or 0.0 for s in steps if s["b_device_us"] is not None],
+                                           pair_series([s["a_device_us"] for s in steps if s["a_device_us"] is not None],
+                                                       [s["b_device_us"] for s in steps if s["b_device_us"] is not None]),
                                            "device time"), _side_verdict(summary["device"])))
     k = c["kernels"]
     rows = [["both", trace_names.short_name(r["name"], 70), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),

@@ -159,20 +159,34 @@ def spread(plot_id: str, title: str, series: list[tuple[str, str, list[float], f
     return Plot(plot_id, title, _svg(fig, titles), dict(series=data), caption)
 
 
-def grouped_steps(plot_id: str, title: str, a: list[float], b: list[float], ylabel: str) -> Plot:
-    """Two runs' per-step values side by side (A and B), step by step in order."""
+def grouped_steps(plot_id: str, title: str, series, ylabel: str) -> Plot:
+    """Two runs' per-step values side by side (A and B), step by step in order (``series``: a
+    :class:`~common.report.step_series.PairSeries`): a bar per step; past a few thousand steps, per
+    bucket of consecutive steps its mean as a line and its min-max as a band, said in the caption."""
     plt = _pyplot()
-    n = max(len(a), len(b))
-    scale, unit = _ms_or_us(a + b)
+    a, b, buckets = series.a, series.b, series.buckets
+    scale, unit = _ms_or_us(list(a.high) + list(b.high))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.4))
-    xs = list(range(1, n + 1))
-    ax.bar([x - 0.2 for x in xs[:len(a)]], [v / scale for v in a], width=0.4, label="A", color=BAR_COLORS["A"])
-    ax.bar([x + 0.2 for x in xs[:len(b)]], [v / scale for v in b], width=0.4, label="B", color=BAR_COLORS["B"])
-    ax.set_xticks(xs)
-    ax.set_xlabel("step (in order)")
+    for values, shift, label in ((a, -0.2, "A"), (b, 0.2, "B")):
+        if buckets.size == 1:  # every step its bar
+            xs = [i + 1 + shift for i in range(len(values.mean))]
+            ax.bar(xs, [v / scale for v in values.mean], width=0.4, label=label, color=BAR_COLORS[label])
+            continue
+        xs = list(range(1, len(values.mean) + 1))  # buckets: the mean as a line, min-max as a band (2 artists)
+        ax.plot(xs, [v / scale for v in values.mean], label=f"{label} (mean)", color=BAR_COLORS[label], linewidth=0.8)
+        ax.fill_between(xs, [v / scale for v in values.low], [v / scale for v in values.high], color=BAR_COLORS[label],
+                        alpha=0.25, linewidth=0, label=f"{label} (min-max)")
+        ax.plot(xs, [v / scale for v in values.high], color=BAR_COLORS[label], linewidth=0.4, alpha=0.7)  # spikes show
+    n = buckets.count
+    if n <= 40:
+        ax.set_xticks(range(1, n + 1))
+    ax.set_xlabel("step (in order)" if buckets.size == 1 else f"bucket of {buckets.size:,} steps (in order)")
     ax.set_ylabel(f"{ylabel} ({unit})")
-    ax.legend(frameon=False)
-    return Plot(plot_id, title, _svg(fig, {}), dict(a_us=a, b_us=b))
+    ax.legend(frameon=False, loc="upper right")
+    data = dict(a_us=list(a.mean), b_us=list(b.mean), bucket_size=buckets.size, steps=buckets.steps)
+    if buckets.size > 1:
+        data.update(a_high_us=list(a.high), b_high_us=list(b.high))
+    return Plot(plot_id, title, _svg(fig, {}), data, buckets.caption)
 
 
 def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, int]]],

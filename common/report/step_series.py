@@ -164,3 +164,29 @@ def _spread_row(label: str, name: str, values: list) -> SpreadRow:
         r = reduce(v, buckets)
         drawn = tuple(x for pair in zip(r.low, r.high) for x in pair)
     return SpreadRow(label, name, int(v.size), float(v.mean()), float(np.median(v)), drawn, buckets)
+
+
+@dataclass(frozen=True)
+class PairSeries:
+    """Two runs' per-step values for the compare page, step by step in order: per point (a step, or a
+    bucket of consecutive steps) each run's mean, min and max. A run shorter than the other has no
+    points past its end."""
+
+    a: Reduced
+    b: Reduced
+    buckets: Buckets
+
+    @property
+    def caption(self) -> Optional[str]:
+        return self.buckets.caption
+
+
+def pair_series(a: list, b: list) -> PairSeries:
+    """``a`` and ``b`` (µs per step) in the same buckets, at most :data:`MAX_POINTS` points each."""
+    buckets = buckets_of(max(len(a), len(b)))
+
+    def mine(values: list) -> Reduced:
+        starts = buckets.starts[buckets.starts < len(values)]
+        return reduce(values, Buckets(len(values), buckets.size, starts, buckets.drawn))
+
+    return PairSeries(mine(a), mine(b), buckets)
