@@ -50,6 +50,7 @@ class Run:
     returncode: int
     stdout: str
     stderr: str
+    cwd: Path = REPO  # where it ran: the paths its console prints are relative to it
 
     def files(self) -> list[str]:
         return sorted(p.name for p in self.trace_dir.iterdir()) if self.trace_dir.exists() else []
@@ -69,7 +70,7 @@ def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict
     full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=timeout)
     return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, proc.stdout,
-               proc.stderr)
+               proc.stderr, cwd)
 
 
 def module_command(module: str, *args) -> list[str]:
@@ -106,7 +107,7 @@ def trace_of(run: Run) -> Path:
     assert run.returncode == 0, run.stderr
     (path,) = [Path(m) for m in re.findall(r"^wrote (\S+\.json(?:\.gz)?)\b", run.stdout, flags=re.M)
                if ".annotated." not in m]
-    return path
+    return (run.cwd / path).resolve()  # the console prints it relative to where the run stood
 
 
 def event(name: str, ts: float, dur: float, cat: str = "cpu_op", pid=100, tid=100, **args) -> dict:
