@@ -504,12 +504,13 @@ FAULTS: dict[str, Fault] = {
                                                           nothing_in("disk/c"), slow=True),
     "full disk before the lesson writes": Fault(_full_disk_before, 2, "the disk is full", nothing_in("disk/c")),
     "full disk under the report's -o": Fault(_full_disk_report, 2, "the disk is full", nothing_in("disk/report.json")),
-    # 5, 9. signals: one line, the files whole or not at all, no temporaries
+    # 5, 9. signals: one line, the files whole or not at all, no temporaries (2,000 steps: a trace of about
+    # 2 MB takes long enough to write that the 2 ms poll sees its temporary folder)
     "SIGTERM while the lesson exports its trace": Fault(
-        lambda d: signalled(d, lesson_command(d, "--schedule", "0,0,200", "--record-shapes"), "write",
+        lambda d: signalled(d, lesson_command(d, "--schedule", "0,0,2000", "--record-shapes"), "write",
                             signal.SIGTERM, watch=d / "traces"), 143, "terminated", whole_or_none, slow=True),
     "Ctrl-C while the lesson exports its trace": Fault(
-        lambda d: signalled(d, lesson_command(d, "--schedule", "0,0,200", "--record-shapes"), "write",
+        lambda d: signalled(d, lesson_command(d, "--schedule", "0,0,2000", "--record-shapes"), "write",
                             watch=d / "traces"), 130, "interrupted", whole_or_none, slow=True),
     "Ctrl-C while torch imports": Fault(lambda d: signalled(d, lesson_command(d), "import"), 130, "interrupted",
                                         nothing_in("traces")),
