@@ -33,7 +33,7 @@ class Plot:
     caption: str | None = None  # what the picture leaves out or sums up (steps drawn as buckets)
 
 
-def _pyplot():
+def load_pyplot():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -44,9 +44,9 @@ def _pyplot():
     return plt
 
 
-def _svg(fig, titles: dict[str, str]) -> str:
+def to_svg(fig, titles: dict[str, str]) -> str:
     """The figure as an inline SVG that scales to its container, with hover titles on named bars."""
-    plt = _pyplot()
+    plt = load_pyplot()
     buf = io.StringIO()
     with warnings.catch_warnings():  # the SVG keeps text as text (svg.fonttype none): the browser's fonts draw it
         warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
@@ -70,7 +70,7 @@ def stacked_steps(plot_id: str, title: str, steps: list[str], parts: dict[str, l
     """One bar per step, stacked by part (the breakdown's categories, or compute vs dispatch). Past
     :data:`BARS_MAX` points (``steps`` are then buckets of steps), stacked areas instead of bars and,
     with ``spikes`` (each point's lowest and highest total), the range between them as a band."""
-    plt = _pyplot()
+    plt = load_pyplot()
     totals = [sum(vals[i] for vals in parts.values()) for i in range(len(steps))]
     scale, unit = _ms_or_us(list(spikes[1]) if spikes else totals)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
@@ -88,7 +88,7 @@ def stacked_steps(plot_id: str, title: str, steps: list[str], parts: dict[str, l
     data = dict(steps=steps, parts=parts, totals_us=totals)
     if spikes:
         data.update(low_us=list(spikes[0]), high_us=list(spikes[1]))
-    return Plot(plot_id, title, _svg(fig, {}), data, caption)
+    return Plot(plot_id, title, to_svg(fig, {}), data, caption)
 
 
 def _stacked_areas(ax, steps: list[str], parts: dict, scale: float, spikes) -> None:
@@ -107,7 +107,7 @@ def _stacked_areas(ax, steps: list[str], parts: dict, scale: float, spikes) -> N
 
 def horizontal_bars(plot_id: str, title: str, rows: list[tuple[str, str, float]], xlabel: str) -> Plot:
     """Named bars, longest on top: ``rows`` of (short label, full name for the hover, µs)."""
-    plt = _pyplot()
+    plt = load_pyplot()
     rows = rows[::-1]
     scale, unit = _ms_or_us([r[2] for r in rows])
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.32 * len(rows) + 0.8))
@@ -121,7 +121,7 @@ def horizontal_bars(plot_id: str, title: str, rows: list[tuple[str, str, float]]
     ax.set_xlabel(f"{xlabel} ({unit})")
     data = dict(labels=[r[0] for r in rows[::-1]], names=[r[1] for r in rows[::-1]],
                 values_us=[r[2] for r in rows[::-1]])
-    return Plot(plot_id, title, _svg(fig, titles), data)
+    return Plot(plot_id, title, to_svg(fig, titles), data)
 
 
 def _median(values: list[float]) -> float:
@@ -137,7 +137,7 @@ def spread(plot_id: str, title: str, series: list[tuple[str, str, list[float], f
     dashed mark: far from 1.0 when one step is an outlier (the spread the posts warn about). A series
     is (label, full name, the values drawn, mean, median, steps): the values drawn are every step's,
     or the min and max of each bucket of steps (said in ``caption``)."""
-    plt = _pyplot()
+    plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(series) + 0.9))
     data, titles = [], {}
     for row, (label, full, vals, mean, median, steps) in enumerate(series):
@@ -156,14 +156,14 @@ def spread(plot_id: str, title: str, series: list[tuple[str, str, list[float], f
     ax.set_yticks(range(len(series)), [s[0] for s in series])
     ax.set_xlabel("time in each step / its median")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return Plot(plot_id, title, _svg(fig, titles), dict(series=data), caption)
+    return Plot(plot_id, title, to_svg(fig, titles), dict(series=data), caption)
 
 
 def grouped_steps(plot_id: str, title: str, series, ylabel: str) -> Plot:
     """Two runs' per-step values side by side (A and B), step by step in order (``series``: a
     :class:`~common.report.step_series.PairSeries`): a bar per step; past a few thousand steps, per
     bucket of consecutive steps its mean as a line and its min-max as a band, said in the caption."""
-    plt = _pyplot()
+    plt = load_pyplot()
     a, b, buckets = series.a, series.b, series.buckets
     scale, unit = _ms_or_us(list(a.high) + list(b.high))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.4))
@@ -186,7 +186,7 @@ def grouped_steps(plot_id: str, title: str, series, ylabel: str) -> Plot:
     data = dict(a_us=list(a.mean), b_us=list(b.mean), bucket_size=buckets.size, steps=buckets.steps)
     if buckets.size > 1:
         data.update(a_high_us=list(a.high), b_high_us=list(b.high))
-    return Plot(plot_id, title, _svg(fig, {}), data, buckets.caption)
+    return Plot(plot_id, title, to_svg(fig, {}), data, buckets.caption)
 
 
 def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, int]]],
@@ -194,7 +194,7 @@ def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, i
     """Allocated bytes over time, one step line per device (``curves``: device -> [(µs, bytes)]), each
     device's peak marked and labelled (``peaks``: device -> (µs, bytes, its label, "peak 5.5 KiB")): the
     most the allocator held at once, the figure the text report's Memory section gives."""
-    plt = _pyplot()
+    plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
     top = max((b for points in curves.values() for _, b in points), default=0)
     scale, unit = next(((s, u) for s, u in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")) if top >= s),
@@ -216,4 +216,4 @@ def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, i
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     data = dict(curves={d: [list(p) for p in pts] for d, pts in curves.items()}, unit=unit,
                 peaks={d: dict(at_us=at, bytes=b, label=label) for d, (at, b, label) in peaks.items()})
-    return Plot(plot_id, title, _svg(fig, titles), data)
+    return Plot(plot_id, title, to_svg(fig, titles), data)

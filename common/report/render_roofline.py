@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from common.report.plots import WIDTH_IN, Plot, _pyplot, _svg
+from common.report.plots import WIDTH_IN, Plot, load_pyplot, to_svg
 from common.report.rates import compact, fmt_pct, fmt_tflops
 from common.report.roofline import KNOBS_OP, Roofline, row_json
 
@@ -66,7 +66,7 @@ def roofline_plot(r: Optional[Roofline]) -> Optional[Plot]:
     points = [j for j in r.rows[:TOP] if j.row.intensity and j.row.tflops]
     if not points:
         return None
-    plt = _pyplot()
+    plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.4))
     titles, roofs = {}, []
     xs = [j.row.intensity for j in points]
@@ -99,4 +99,4 @@ def roofline_plot(r: Optional[Roofline]) -> Optional[Plot]:
              (f", with the {r.peak.device}'s roofs (datasheet, dense)" if roofs else
               f" ({r.device}: peak unknown, no roofs)"))
     data = dict(device=r.device, roofs=roofs, points=[row_json(j) for j in points])
-    return Plot("roofline", title, _svg(fig, titles), data)
+    return Plot("roofline", title, to_svg(fig, titles), data)
