@@ -11,8 +11,10 @@ import gzip
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +133,30 @@ def run_torchrun(script: str, *args: str, trace_dir: Path, nproc: int = 2, timeo
     env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
     return Run(script, list(args), trace_dir, proc.returncode, proc.stdout, proc.stderr)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, proc: subprocess.Popen, limit: float) -> None:
+    """Until something listens on 127.0.0.1:``port``. An AssertionError carrying ``proc``'s standard error
+    when ``proc`` ends first or ``limit`` seconds pass (``proc`` is killed then, so its stderr can be read)."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                raise AssertionError(f"nothing listens on port {port}: {proc.stderr.read()}") from None
+            time.sleep(0.05)
 
 
 def load_events(path: Path) -> list[dict]:

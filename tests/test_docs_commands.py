@@ -33,10 +33,8 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,7 +42,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ATTENTION_SMALL, REPO, SMALL_MLP, command_env, module_command, run_module, run_script, trace_of
+from conftest import (ATTENTION_SMALL, REPO, SMALL_MLP, command_env, free_port, module_command, run_module, run_script,
+                      trace_of, wait_listening)
 from test_ddp import gpu_rank
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -384,28 +383,15 @@ def test_report_command_runs(command, reports):
         assert "straggler" in proc.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("command", [c for c, how in COMMANDS.items() if isinstance(how, View)])
 def test_view_command_serves_the_trace(command, places):
     """As documented, plus a free port and no browser: the Perfetto UI's fetch gets the file, then it stops."""
     (path,) = places.get(shlex.split(command)[-1] + "@view") or places[shlex.split(command)[-1]]
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(module_command("common.view", path, "--port", port, "--no-browser", "--timeout", "60"),
                             cwd=REPO, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-                time.sleep(0.05)
+        wait_listening(port, proc, 30)
         req = urllib.request.Request(f"http://127.0.0.1:{port}/{Path(path).name}",
                                      headers={"Origin": "https://ui.perfetto.dev"})
         with urllib.request.urlopen(req, timeout=10) as resp:

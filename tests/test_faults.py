@@ -29,7 +29,8 @@ from typing import Callable
 
 import pytest
 
-from conftest import DATA_TRACES, REPO, command_env, event, module_command, run_module, run_script, write_trace
+from conftest import (DATA_TRACES, REPO, command_env, event, free_port, module_command, run_module, run_script,
+                      wait_listening, write_trace)
 
 SMALL_TRACE = DATA_TRACES / "hta" / "cpu_only_rank34.json.gz"  # 2 kB: a report in half a second
 BIG_TRACE = DATA_TRACES / "hta" / "v100_ddp_rank1.json.gz"  # 3 MB: its annotated copy takes a while to gzip
@@ -183,19 +184,10 @@ def leaving_clients(d: Path) -> Result:
     """Clients that ask for the wrong path or from a foreign host, then reset the connection before the
     viewer's 403/404 is written; then the viewer gives up (--timeout) on its own."""
     trace = write_trace(d / "t.json", [event("aten::mm", 0, 5)])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(module_command("common.view", trace, "--port", port, "--no-browser", "--timeout", "4"),
                             cwd=d, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-            time.sleep(0.05)
+    wait_listening(port, proc, 60)
     for i in range(20):
         host = "evil.example" if i % 2 else f"127.0.0.1:{port}"
         try:
@@ -387,8 +379,8 @@ def _long_trace(d: Path, steps: int = 20_000) -> Path:
     return write_trace(d / "long.json", evs)
 
 
-def few_points_said(r: Result) -> None:
-    """Each step plot draws at most a few thousand points and says how; the slow steps still show."""
+def plots_and_bucket_captions(page: Path) -> tuple[dict, list]:
+    """A page's figures' data by id, and the captions that say a plot draws buckets of steps."""
     from html.parser import HTMLParser
 
     figures, captions = {}, []
@@ -403,7 +395,13 @@ def few_points_said(r: Result) -> None:
             if "buckets" in data:
                 captions.append(data)
 
-    Page().feed((r.folder / "page.html").read_text())
+    Page().feed(page.read_text())
+    return figures, captions
+
+
+def few_points_said(r: Result) -> None:
+    """Each step plot draws at most a few thousand points and says how; the slow steps still show."""
+    figures, captions = plots_and_bucket_captions(r.folder / "page.html")
     breakdown, spread = figures["breakdown"], figures["spread"]["series"]
     assert len(breakdown["steps"]) == 2000 and max(len(v) for v in breakdown["parts"].values()) == 2000
     assert max(breakdown["high_us"]) > 10 * min(breakdown["low_us"])  # the slow steps survive the buckets
@@ -423,21 +421,7 @@ def _compare_long(d: Path) -> Result:
 def compare_few_points_said(r: Result) -> None:
     """The compare page draws per bucket of steps and says so; the console's table shows the first steps
     and says where the rest are; the slow steps survive the buckets."""
-    from html.parser import HTMLParser
-
-    figures, captions = {}, []
-
-    class Page(HTMLParser):
-        def handle_starttag(self, tag, attrs):
-            a = dict(attrs)
-            if tag == "figure":
-                figures[a["id"]] = json.loads(a["data-plot"])
-
-        def handle_data(self, data):
-            if "buckets" in data:
-                captions.append(data)
-
-    Page().feed((r.folder / "compare.html").read_text())
+    figures, captions = plots_and_bucket_captions(r.folder / "compare.html")
     for plot in ("compare-cpu", "compare-device"):
         fig = figures[plot]
         assert (fig["steps"], fig["bucket_size"], len(fig["a_us"]), len(fig["b_us"])) == (20_000, 10, 2000, 2000)

@@ -16,16 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, module_command, run_module
+from conftest import REPO, free_port, module_command, run_module, wait_listening
 
 UI = "https://ui.perfetto.dev"
 TRACE = {"traceEvents": [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -48,16 +42,7 @@ class Viewer:
             module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", *extra),
             cwd=REPO, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise AssertionError(f"viewer did not start: {self.proc.stderr.read()}")
-                time.sleep(0.05)
+        wait_listening(self.port, self.proc, 15)
 
     def raw(self, method: str, path: str, origin: str | None = UI, host: str | None = None,
             **headers: str) -> http.client.HTTPResponse:

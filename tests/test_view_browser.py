@@ -12,7 +12,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from test_view import Viewer, free_port
+from conftest import free_port
+from test_view import Viewer
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(b)), None)
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium)")
