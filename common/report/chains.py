@@ -27,20 +27,16 @@ def phase_chains(m: Model, phase_names) -> dict[str, dict[str, float]]:
     ids = {m.names.index(op): op for op in CHAIN_OPS if op in m.names}
     if not ids:
         return {}
-    wanted = np.isin(cpu.name, list(ids)) & (cpu.kind == OP)
-    counts = np.concatenate(([0], np.cumsum(wanted)))
+    is_op = cpu.kind == OP
+    running = {op: np.concatenate(([0], np.cumsum(is_op & (cpu.name == nid)))) for nid, op in ids.items()}
     out = {}
     for phase in phase_names:
         idx = calls_in_window(m, phase, ANNOTATION)
         if not idx.size:
             continue
         ends = subtree_ends(m, idx)
-        per_op = {}
-        for nid, op in ids.items():
-            mine = np.concatenate(([0], np.cumsum(wanted & (cpu.name == nid))))
-            n = int((mine[ends] - mine[idx + 1]).sum())
-            if n:
-                per_op[op] = n / idx.size
-        if per_op and int((counts[ends] - counts[idx + 1]).sum()):
+        counts = {op: int((seen[ends] - seen[idx + 1]).sum()) for op, seen in running.items()}
+        per_op = {op: n / idx.size for op, n in counts.items() if n}
+        if per_op:
             out[phase] = per_op
     return out

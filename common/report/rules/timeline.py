@@ -9,7 +9,7 @@ import statistics
 from common.report import names as trace_names
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import cold_step, implausibly_slow, is_real_steps, matmul_gflops, warmed_up, warmup_hint
-from common.report.steadiness import Spread, first_vs_rest
+from common.report.steadiness import WIDER_RATIO, Spread, first_vs_rest
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -206,7 +206,7 @@ def op_time_spread(t: Tables):
     mean, median = statistics.fmean(us), statistics.median(us)
     if median <= 0:
         return None
-    slow = sorted((i for i, u in enumerate(us) if u > WIDER_THAN_MEDIAN * median), key=lambda i: -us[i])
+    slow = sorted((i for i, u in enumerate(us) if u > WIDER_RATIO * median), key=lambda i: -us[i])
     slow_txt = ", ".join(f"{t.step_label(i)} {fmt_us(us[i])}" for i in slow[:3]) + (" ..." if len(slow) > 3 else "")
     seen = (f"{op}'s own time per step over {len(us)} steps: median {fmt_us(median)}, mean {fmt_us(mean)}, "
             f"from {fmt_us(min(us))} to {fmt_us(max(us))}")
@@ -223,9 +223,6 @@ def op_time_spread(t: Tables):
                         median_us=rounded(median), mean_over_median=rounded(mean / median, 2), mean_misleads=misleads,
                         slow_steps=[t.model.steps[i].name for i in slow]),
                    spans=in_window(t, [(t.model.steps[i].start, t.model.steps[i].dur) for i in slow]))
-
-
-WIDER_THAN_MEDIAN = 1.5  # a step whose op time exceeds the median by this factor is a slow one
 
 
 def buffer_request_gpu_only(t: Tables):
