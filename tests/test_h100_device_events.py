@@ -1,0 +1,83 @@
+"""Issue #25 on the real H100 runs (tests/data/h100/runs): how the report matches and attributes device
+events. Memsets are memsets (never a guessed kernel, never a kernel or a launcher), a memset between
+a copy and its GEMM does not part them, work launched before the profiled window is in no step, and
+kernels are named so that two of them can be told apart. Each test recomputes what it asserts from the
+raw events where it can (correlation ids, the runtime calls), so it holds the report to the trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+
+import pytest
+
+from tests.h100 import finding, h100_report, h100_trace
+
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@lru_cache(maxsize=None)
+def raw(name: str) -> list:
+    with gzip.open(h100_trace(name), "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def guess_rows(name: str) -> list:
+    return h100_report(name)[0].guess.to_json()["rows"]
+
+
+# ----------------------------------------------------------------------------- 1. the guess against what ran
+
+
+def test_naive_guess_pairs_no_memset_with_a_gemm():
+    """attn_naive: the first aten::bmm launches a 4-byte memset before its GEMM; 5 as guessed, each a
+    kernel (both matmuls their nvjet GEMMs), not guessed = the Memcpy under aten::clone and the memset."""
+    rows = guess_rows("attn_naive")
+    guessed = [r for r in rows if r["status"] == "as guessed"]
+    assert len(guessed) == 5 and all(r["seen"]["device_kind"] == "kernel" for r in guessed)
+    matmuls = [r["seen"]["kernel"] for r in guessed if r["expected"].startswith("matmul")]
+    assert len(matmuls) == 2 and all(k.startswith("nvjet_") for k in matmuls), matmuls
+    extra = sorted((r["seen"]["device_kind"], r["seen"]["op"]) for r in rows if r["status"] == "not guessed")
+    assert extra == [("memcpy", "aten::copy_"), ("memset", "aten::bmm")]
+    message = finding("attn_naive", "guess_vs_seen").message
+    assert "5 as guessed, 2 not guessed" in message and "a 4 B memset (launched by aten::bmm)" in message
+    assert "(5 kernels, 1 memcpy, 1 memset)" in message
+
+
+def test_inplace_guess_all_as_guessed_besides_the_memset():
+    rows = guess_rows("attn_inplace")
+    assert [r["seen"]["device_kind"] for r in rows if r["status"] == "as guessed"] == ["kernel"] * 5
+    assert [r["seen"]["device_kind"] for r in rows if r["status"] == "not guessed"] == ["memset"]
+    message = finding("attn_inplace", "guess_vs_seen").message
+    assert "all 5 as guessed; besides, a 4 B memset" in message
+    assert finding("attn_inplace", "guess_vs_seen").level == "info"
+
+
+@pytest.mark.parametrize("run", ["sdpa_cudnn", "sdpa_flash", "sdpa_efficient"])
+def test_fused_guess_is_the_attention_kernel(run):
+    """'one fused attention kernel' is the kernel, never cuDNN's memset before it."""
+    (row,) = [r for r in guess_rows(run) if r["status"] == "as guessed"]
+    assert row["seen"]["device_kind"] == "kernel" and "Memset" not in row["seen"]["kernel"]
+    assert all(r["seen"]["device_kind"] == "memset" for r in guess_rows(run) if r["status"] == "not guessed")
+    assert "as guessed" in finding(run, "guess_vs_seen").message
+
+
+# ----------------------------------------------------------------------------- 2. the bias seed copy
+
+
+def test_bias_seed_copy_found_through_the_memset():
+    """p1_4096_compile: each step's 33.6 MB Memcpy DtoD from aten::addmm, then a 4-byte memset, then the GEMM."""
+    device = sorted((e for e in raw("p1_4096_compile") if e.get("cat") in DEVICE_CATS), key=lambda e: e["ts"])
+    cats = [e["cat"] for e in device]
+    assert cats == ["gpu_memcpy", "gpu_memset", "kernel"] * 3  # what the trace holds
+    f = finding("p1_4096_compile", "hidden_dtod_copy")
+    assert f.evidence["variant"] == "copy" and f.evidence["pairs"] == 3, f.message
+    assert f.evidence["bytes"] == pytest.approx(33_554_432) and "aten::addmm" in f.evidence["issued_by"]
+    assert "with a 4 B memset between" in f.message and "no bias seed copy" not in f.message
+
+
+def test_no_copy_claimed_where_none_ran():
+    """p1_4096 (eager): a memset before each GEMM and no copy: no hidden copy."""
+    f = finding("p1_4096", "hidden_dtod_copy")
+    assert f is None or f.evidence["variant"] == "no_copy"
