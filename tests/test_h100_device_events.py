@@ -81,3 +81,69 @@ def test_no_copy_claimed_where_none_ran():
     """p1_4096 (eager): a memset before each GEMM and no copy: no hidden copy."""
     f = finding("p1_4096", "hidden_dtod_copy")
     assert f is None or f.evidence["variant"] == "no_copy"
+
+
+# ----------------------------------------------------------------------------- 4. work launched before the window
+
+
+def by_launch(name: str) -> dict:
+    """From the raw events: per ProfilerStep (in order), the kernels and device µs whose runtime call
+    (same correlation id) starts inside it; per kernel name, how many the trace launched; the device
+    events no runtime call of the trace launched."""
+    events = raw(name)
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    steps = sorted((e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+                    and e.get("cat") in ("user_annotation", "cpu_op")), key=lambda e: e["ts"])
+    kernels, device_us, calls, orphans = [0] * len(steps), [0.0] * len(steps), {}, []
+    for e in events:
+        if e.get("cat") not in DEVICE_CATS:
+            continue
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        if launch is None:
+            orphans.append(e)
+            continue
+        if e["cat"] == "kernel":
+            calls[e["name"]] = calls.get(e["name"], 0) + 1
+        for i, s in enumerate(steps):
+            if s["ts"] <= launch["ts"] <= s["ts"] + s["dur"]:
+                kernels[i] += e["cat"] == "kernel"
+                device_us[i] += e["dur"]
+    return dict(kernels=kernels, device_us=device_us, calls=calls, orphans=orphans)
+
+
+@pytest.mark.parametrize("run", ["sdpa_math", "attn_naive", "p1_64_wait0", "p1_4096_active20"])
+def test_steps_and_kernels_count_what_they_launched(run):
+    """Every step's kernels and device time, and every kernel row's calls, are what the step (the trace)
+    launched, by correlation id: a kernel launched before the window is in none."""
+    tables, _ = h100_report(run)
+    truth = by_launch(run)
+    assert [r.kernels for r in tables.step_rows] == truth["kernels"]
+    assert [r.device_us for r in tables.step_rows] == pytest.approx(truth["device_us"])
+    assert {k.name: k.calls for k in tables.kernels} == truth["calls"]
+    for k in tables.kernels[:8]:  # what the HTML's spread plot draws: each step's own calls
+        assert sum(k.detail.per_step_calls) == k.calls
+
+
+def test_math_steps_launch_20_kernels_each():
+    """sdpa_math: each step launched 20 kernels; the 9 the warm-up step launched are said, in no step."""
+    tables, _ = h100_report("sdpa_math")
+    assert [r.kernels for r in tables.step_rows] == [20, 20, 20]
+    assert {k.calls % 3 for k in tables.kernels} == {0}  # no kernel shows a call more than the others
+    outside = tables.launched_outside
+    assert outside.events == outside.before_window == len(by_launch("sdpa_math")["orphans"]) == 9
+    assert outside.device_us == pytest.approx(sum(e["dur"] for e in by_launch("sdpa_math")["orphans"]))
+
+
+def test_naive_says_what_ran_before_the_window():
+    tables, _ = h100_report("attn_naive")
+    assert [r.kernels for r in tables.step_rows] == [5, 5, 5]
+    assert {k.calls for k in tables.kernels} == {3}
+    said = tables.launched_outside.said()
+    assert said.startswith("2 kernels launched before the profiled window ran inside it (403 µs)")
+    (phase,) = [p for p in tables.phases if p.name == "attn_fwd"]
+    assert phase.to_json()["kernels_per_call"] == 5
+
+
+def test_runs_with_every_launch_in_the_trace_say_nothing():
+    assert h100_report("p1_4096_active20")[0].launched_outside is None

@@ -321,8 +321,7 @@ def annotation_calls(m: Model, names) -> dict:
 # ----------------------------------------------------------------------------- copies
 
 
-TINY_SHARE = 0.1  # a non-GEMM event shorter than this share of the copy does not part the copy from its GEMM
-TINY_SKIPPED = 3  # at most this many such events between them
+TINY_SHARE, TINY_SKIPPED = 0.1, 3  # at most 3 memsets or non-GEMM events under 10% of the copy between it and its GEMM
 
 
 @dataclass(frozen=True)
@@ -347,7 +346,6 @@ def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
     cand = np.flatnonzero((dev.kind == MEMCPY) & dtod[dev.name])
     if not cand.size:
         return None
-    # the device events on each device and stream, in time order
     sid, _ = factorize(list(zip(dev.device.tolist(), dev.stream)))
     order = np.lexsort((dev.ts, sid))
     rank = np.empty_like(order)
@@ -375,15 +373,12 @@ def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
 
 
 def _gemm_after(m: Model, order: np.ndarray, sid: np.ndarray, at: int, copy: int) -> tuple:
-    """(the GEMM kernel that next runs on the copy's stream, the events skipped before it), or (None, ()):
-    memsets and non-GEMM events shorter than TINY_SHARE of the copy are skipped, at most TINY_SKIPPED."""
-    dev, gemm_code = m.dev, CATEGORY_CODES["gemm"]
-    skipped = []
-    for r in range(at + 1, min(at + 2 + TINY_SKIPPED, order.size)):
-        j = int(order[r])
+    """(the GEMM kernel that next runs on the copy's stream, the memsets and tiny events before it), or (None, ())."""
+    dev, skipped = m.dev, []
+    for j in order[at + 1:at + 2 + TINY_SKIPPED].tolist():
         if sid[j] != sid[copy]:
             break
-        if dev.kind[j] == KERNEL and dev.category[j] == gemm_code:
+        if dev.kind[j] == KERNEL and dev.category[j] == CATEGORY_CODES["gemm"]:
             return j, tuple(skipped)
         if dev.kind[j] != MEMSET and dev.dur[j] >= TINY_SHARE * dev.dur[copy]:
             break

@@ -29,6 +29,7 @@ from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
+from common.report.outside import LaunchedOutside, launched_outside
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
 from common.report.overlap import hta_overlap_pct
@@ -81,6 +82,7 @@ class Tables:
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
+    launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -143,7 +145,7 @@ def build_tables(m: Model) -> Tables:
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
-        chains=phase_chains(m, [p.name for p in phases]))
+        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:
@@ -338,13 +340,15 @@ def annotation_gaps(m: Model) -> list:
 
 
 def category_table(m: Model) -> tuple[CategoryRow, ...]:
-    """GPU time by kernel category (every device event), largest first."""
+    """GPU time by kernel category (every device event the trace launched: not those launched before it),
+    largest first."""
     dev = m.dev
     if not m.has_gpu:
         return ()
-    time = np.bincount(dev.category, weights=dev.dur, minlength=len(CATEGORY_CODES))
-    count = np.bincount(dev.category, minlength=len(CATEGORY_CODES))
-    total = float(dev.dur.sum())
+    mine = ~dev.outside
+    time = np.bincount(dev.category[mine], weights=dev.dur[mine], minlength=len(CATEGORY_CODES))
+    count = np.bincount(dev.category[mine], minlength=len(CATEGORY_CODES))
+    total = float(dev.dur[mine].sum())
     rows = [CategoryRow(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
                         pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
             for c, i in CATEGORY_CODES.items() if count[i]]
@@ -368,9 +372,10 @@ def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
 
 
 def kernel_table(m: Model) -> tuple[KernelRow, ...]:
-    """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates."""
+    """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates; the
+    kernels the trace launched (one launched before the window is in no row: :mod:`.outside`)."""
     dev = m.dev
-    rows_of = np.flatnonzero(dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
+    rows_of = np.flatnonzero((dev.kind == KERNEL) & ~dev.outside) if m.has_gpu else np.empty(0, np.int64)
     if not rows_of.size:
         return ()
     dur = dev.dur[rows_of]
