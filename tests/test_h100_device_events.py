@@ -147,3 +147,80 @@ def test_naive_says_what_ran_before_the_window():
 
 def test_runs_with_every_launch_in_the_trace_say_nothing():
     assert h100_report("p1_4096_active20")[0].launched_outside is None
+
+
+# ----------------------------------------------------------------------------- 11. kernels counted as kernels
+
+
+def test_cudnn_launchers_are_its_kernels_launchers():
+    """sdpa_cudnn: cuDNN's op launches a memset (cudaMemsetAsync) and its kernel (cuLaunchKernelEx): only the
+    kernel's launch is a launcher of the attention kernel; the 4x1x1 in its name is not read as warps
+    (its block is 384 threads, 12 warps)."""
+    f = finding("sdpa_cudnn", "fused_attention")
+    assert f.evidence["launches"] == {"cuLaunchKernelEx": 3}
+    assert "launched by cuLaunchKernelEx x3)" in f.message and "cudaMemsetAsync" not in f.message
+    (kernel,) = [e for e in raw("sdpa_cudnn") if e.get("cat") == "kernel"][:1]
+    assert kernel["args"]["block"] == [384, 1, 1] and "4x1x1" in kernel["name"]
+    assert "warps" not in f.message
+
+
+def test_flash_warps_match_its_block():
+    """The flash kernel's traits say 4 warps: its block is 128 threads."""
+    f = finding("sdpa_flash", "fused_attention")
+    block = next(e for e in raw("sdpa_flash") if e.get("cat") == "kernel")["args"]["block"]
+    assert "4 warps" in f.message and block[0] * block[1] * block[2] == 4 * 32
+
+
+@pytest.mark.parametrize("run, op, said", [
+    ("p1_4096_compile", "aten::addmm", "3 calls: 3 kernels, 3 memcpys, 3 memsets"),
+    ("mlp", "aten::mm", "9 calls: 9 kernels, 6 memsets")])
+def test_an_ops_device_work_counted_as_what_it_is(run, op, said):
+    """aten::mm in mlp launches 9 GEMMs and 6 memsets (no split-K): 9 kernels, not 15."""
+    row = next(o for o in h100_report(run)[0].ops if o.name == op)
+    kernels = sum(1 for e in raw(run) if e.get("cat") == "kernel" and e["name"].startswith("nvjet_"))
+    assert row.kernels == kernels
+    f = finding(run, "hotspot_op")
+    assert f.evidence["op"] == op and said in f.message
+
+
+# ----------------------------------------------------------------------------- 13. kernels named for what they are
+
+
+def test_liger_triton_kernel_is_categorised_triton():
+    """liger: Liger's hand-written Triton kernel (a Python-style name, launched with cuLaunchKernelEx,
+    not from an aten op) is a Triton kernel, not "other"."""
+    tables, _ = h100_report("liger")
+    (row,) = [k for k in tables.kernels if k.name == "_geglu_tanh_forward_kernel"]
+    assert row.category == "triton_other"
+    assert "other" not in {c.category for c in tables.categories}
+
+
+def test_triton_by_how_it_was_launched_not_by_its_name():
+    from common.report.names import jit_category
+
+    assert jit_category("my_fused_rope_kernel", "cuLaunchKernelEx") == "triton_other"
+    assert jit_category("my_fused_rope_kernel", "cuLaunchKernel") == "triton_other"
+    assert jit_category("my_fused_rope_kernel", "cudaLaunchKernel") == "other"  # PyTorch's own launch path
+    assert jit_category("void foo<float>(float*)", "cuLaunchKernelEx") == "other"  # a C++ kernel's name
+
+
+@pytest.mark.parametrize("run", ["attn_naive", "sdpa_math"])
+def test_softmax_is_a_normalisation(run):
+    tables, _ = h100_report(run)
+    softmax = [k for k in tables.kernels if "softmax" in k.name]
+    assert softmax and {k.category for k in softmax} == {"normalization"}
+    assert "other" not in {c.category for c in tables.categories}
+
+
+def test_gelu_and_mul_told_apart():
+    """mlp: gelu and mul are both vectorized_elementwise_kernel<…>; the short names lead with the functor."""
+    from common.report.names import short_name
+
+    names = {k.name: short_name(k.name, 30) for k in h100_report("mlp")[0].kernels}
+    elementwise = [n for n in names if "vectorized_elementwise_kernel" in n]
+    assert len(elementwise) == 2 and len({names[n] for n in elementwise}) == 2
+    shown = " ".join(names[n] for n in elementwise)
+    assert "GeluCUDAKernelImpl(BFloat16)" in shown and "BinaryFunctor<BFloat16, MulFu" in shown
+    math = [short_name(k.name, 80) for k in h100_report("sdpa_math")[0].kernels]
+    assert len(set(math)) == len(math)  # every kernel of the math backend reads differently
+    assert "AUnaryFunctor<float, MulFunctor<float>> · vectorized_elementwise_kernel" in math

@@ -30,8 +30,8 @@ from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.outside import LaunchedOutside, launched_outside
-from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
-                                 STEP_RE, Model)
+from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, MEMCPY, MEMSET,
+                                 OP, RUNTIME, STEP_RE, Model)
 from common.report.overlap import hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
@@ -388,7 +388,7 @@ def kernel_table(m: Model) -> tuple[KernelRow, ...]:
     for g in np.argsort(-stats["total"], kind="stable").tolist():
         name = m.names[int(uniq[g])]
         rows.append(KernelRow(
-            name=name, category=trace_names.kernel_category(name), calls=int(stats["count"][g]),
+            name=name, category=CATEGORY_KEYS[int(dev.category[rows_of[kernel == g][0]])], calls=int(stats["count"][g]),
             total_us=float(stats["total"][g]), mean_us=float(stats["total"][g] / stats["count"][g]),
             min_us=float(stats["min"][g]), median_us=float(stats["median"][g]), max_us=float(stats["max"][g]),
             share_pct=100.0 * float(stats["total"][g]) / total_time if total_time > 0 else 0.0,
@@ -454,11 +454,11 @@ def op_table(m: Model) -> tuple[OpRow, ...]:
     calls = np.bincount(name[counted], minlength=names)
     total = np.bincount(name[counted], weights=cpu.dur[counted], minlength=names)
     self_cpu = np.bincount(name[rows_of], weights=cpu.self_us[rows_of], minlength=names)
-    self_device, kernels = np.zeros(names), np.zeros(names, dtype=np.int64)
+    self_device, launched = np.zeros(names), {k: np.zeros(names, dtype=np.int64) for k in (KERNEL, MEMCPY, MEMSET)}
     if m.has_gpu:
         by_op = dev.op >= 0
         self_device = np.bincount(name[dev.op[by_op]], weights=dev.dur[by_op], minlength=names)
-        kernels = np.bincount(name[dev.op[by_op]], minlength=names)
+        launched = {k: np.bincount(name[dev.op[by_op & (dev.kind == k)]], minlength=names) for k in launched}
     launched_time, launched_count = _launched_below(m)
     device_total = np.bincount(name[counted], weights=launched_time[counted], minlength=names)
     with_work = np.bincount(name[counted], weights=(launched_count[counted] > 0).astype(np.float64), minlength=names)
@@ -466,8 +466,9 @@ def op_table(m: Model) -> tuple[OpRow, ...]:
     kind[name[rows_of]] = cpu.kind[rows_of]
     rows = [OpRow(name=m.names[i], kind="annotation" if kind[i] == ANNOTATION else "op", calls=int(calls[i]),
                   cpu_total_us=float(total[i]), self_cpu_us=float(self_cpu[i]), self_device_us=float(self_device[i]),
-                  device_total_us=float(device_total[i]), kernels=int(kernels[i]),
-                  calls_with_device_work=int(with_work[i]))
+                  device_total_us=float(device_total[i]), kernels=int(launched[KERNEL][i]),
+                  calls_with_device_work=int(with_work[i]), memcpys=int(launched[MEMCPY][i]),
+                  memsets=int(launched[MEMSET][i]))
             for i in np.flatnonzero(calls).tolist()]
     rows.sort(key=lambda r: -r.cpu_total_us)
     return tuple(rows)
