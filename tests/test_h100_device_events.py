@@ -224,3 +224,27 @@ def test_gelu_and_mul_told_apart():
     math = [short_name(k.name, 80) for k in h100_report("sdpa_math")[0].kernels]
     assert len(set(math)) == len(math)  # every kernel of the math backend reads differently
     assert "AUnaryFunctor<float, MulFunctor<float>> · vectorized_elementwise_kernel" in math
+
+
+def test_an_unseen_trace_attributes_by_launch(tmp_path):
+    """The same on a trace nobody has seen: a kernel with a correlation id no runtime call has, running
+    in the first step, is in no step and is said; in a trace that ties nothing to a launch no kernel is
+    "launched outside" it."""
+    from common.report import analyze
+    from tests import gpu_synth as S
+
+    doc = S.naive_attention(S.H200, inplace=True)
+    first = min(e["ts"] for e in doc["traceEvents"] if e["name"].startswith("ProfilerStep#"))
+    early = {"ph": "X", "cat": "kernel", "name": S.SOFTMAX, "pid": 0, "tid": 7, "ts": first + 1.0, "dur": 300.0,
+             "args": {"correlation": 1, "device": 0, "stream": 7}}
+    path = tmp_path / "early.json"
+    path.write_text(json.dumps({**doc, "traceEvents": doc["traceEvents"] + [early]}))
+    tables, _ = analyze(str(path))
+    assert [r.kernels for r in tables.step_rows] == [5, 5, 5]
+    assert tables.launched_outside.events == tables.launched_outside.before_window == 1
+    assert {k.calls for k in tables.kernels} == {3}
+    bare = [{k: v for k, v in e.items() if k != "args"} if e.get("cat") in DEVICE_CATS else e
+            for e in doc["traceEvents"]]  # no correlation ids
+    path.write_text(json.dumps({**doc, "traceEvents": bare}))
+    tables, _ = analyze(str(path))
+    assert tables.launched_outside is None and sum(k.calls for k in tables.kernels) == 15

@@ -7,12 +7,14 @@ item, mismatches first; it computes nothing.
 from __future__ import annotations
 
 from common.report.guessed import AS_GUESSED, MISSING
+from common.report.names import short_name
 from common.report.tables import Tables
 from common.report.units import fmt_bytes
 
 MARKS = {MISSING: "[red]✗ missing[/]", AS_GUESSED: "[green]✓ as guessed[/]"}
 NOT_GUESSED_MARK = "[yellow]+ not guessed[/]"
 VIA_SHOWN = 1  # the innermost ops around an item the table names (the JSON has them all)
+KERNEL_SHOWN = 60  # a kernel's name, shortened to this (its functor first: names.short_name)
 
 
 def guess_table(t: Tables):
@@ -36,7 +38,7 @@ def guess_table(t: Tables):
         ran = "" if seen is None else _ran(seen)
         via = () if seen is None else seen.via
         under = " > ".join(via[-VIA_SHOWN:])
-        table.add_row(MARKS.get(row.status, NOT_GUESSED_MARK), escape(row.expected or ""), escape(ran[:90]),
+        table.add_row(MARKS.get(row.status, NOT_GUESSED_MARK), escape(row.expected or ""), escape(ran),
                       str(count), escape(under))
     table.caption = escape(f"the guess: {check.guess.source}")
     return table
@@ -47,4 +49,4 @@ def _ran(seen) -> str:
     if seen.is_memset:
         size = f", {fmt_bytes(seen.bytes)}" if seen.bytes is not None else ""
         return f"memset{size} ({seen.kernel}, by {seen.op or 'no op'})"
-    return f"{seen.kernel} (by {seen.op or 'no op'})" if seen.kernel else seen.op
+    return f"{short_name(seen.kernel, KERNEL_SHOWN)} (by {seen.op or 'no op'})" if seen.kernel else seen.op
