@@ -65,6 +65,31 @@ class CpuWork:
     compute_ops: tuple[OpTime, ...]  # heaviest first
     dispatch: tuple[OpTime, ...]  # the other events' self time by name, heaviest first (ProfilerStep#N as one)
     heaviest_per_step: tuple[StepWork, ...] = ()  # the heaviest compute op's own time and calls in each step
+    by_step: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (name, its self time in each step): every event
+    dispatch_by_step: tuple[tuple[str, tuple[float, ...]], ...] = ()  # the same, of the dispatch events only
+
+    def without_first(self) -> "CpuWork":
+        """The same split over the steps after the first (a cold start or the profiler's first recorded step)."""
+        return CpuWork(self.steps[1:], self.compute_ops, self.dispatch, self.heaviest_per_step[1:],
+                       tuple((n, us[1:]) for n, us in self.by_step), tuple((n, us[1:]) for n, us in self.dispatch_by_step))
+
+    def median_per_step(self, name: str) -> float:
+        """``name``'s self time in a typical step: its median over the steps (0 where it never ran)."""
+        us = dict(self.by_step).get(name)
+        return float(np.median(us)) if us else 0.0
+
+    def median_step_sum(self, keep) -> float:
+        """The self time of the names ``keep(name)`` accepts, summed in each step: its median over the steps."""
+        rows = [us for n, us in self.by_step if keep(n)]
+        return float(np.median(np.sum(rows, axis=0))) if rows and self.steps else 0.0
+
+    @property
+    def dispatch_medians(self) -> tuple[OpTime, ...]:
+        """The dispatch holders by their median self time per step, heaviest first (``calls`` is over all
+        steps): the per-step figures the report prints, so one slow step is not read as the typical one."""
+        per = dict(self.dispatch_by_step)
+        rows = [OpTime(o.name, float(np.median(per[o.name])) if per.get(o.name) else 0.0, o.calls) for o in self.dispatch]
+        return tuple(sorted(rows, key=lambda r: -r.self_us))
 
     @property
     def median_compute_pct(self) -> float:
@@ -127,7 +152,21 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     steps = tuple(StepWork(float(w), float(c), int(k)) for w, c, k in zip(step_walls, per_step_us, per_step_calls))
     ops = _by_name(sel, name, names, self_us)
     return CpuWork(steps, ops, _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True),
-                   _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else ())
+                   _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else (),
+                   _self_by_step(np.flatnonzero(step >= 0), name, names, self_us, step, nsteps),
+                   _self_by_step(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, step, nsteps))
+
+
+def _self_by_step(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray, step: np.ndarray,
+                  nsteps: int) -> tuple:
+    """(name, its self time in each step) for every name of the selected events (ProfilerStep#N as one)."""
+    grid = np.zeros((len(names), nsteps))
+    np.add.at(grid, (name[sel], step[sel]), self_us[sel])
+    merged: dict[str, np.ndarray] = {}
+    for i in np.unique(name[sel]).tolist():
+        key = STEP_LABEL if names[i].startswith("ProfilerStep#") else names[i]
+        merged[key] = merged.get(key, 0.0) + grid[i]
+    return tuple((n, tuple(float(x) for x in us)) for n, us in merged.items())
 
 
 def _one_op_per_step(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray, step: np.ndarray,

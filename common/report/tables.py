@@ -22,6 +22,7 @@ from common.report import names as trace_names
 from common.report.calls import call_work
 from common.report.chains import phase_chains
 from common.report.cpu_work import CpuWork, split_cpu_work
+from common.report.first_step import FirstStepParts, first_step_parts
 from common.report.guessed import GuessCheck, check_guess
 from common.report.gpus import Gpu
 from common.report.header import Header, header_of
@@ -81,6 +82,7 @@ class Tables:
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
+    first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -143,7 +145,7 @@ def build_tables(m: Model) -> Tables:
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
-        chains=phase_chains(m, [p.name for p in phases]))
+        chains=phase_chains(m, [p.name for p in phases]), first_step=first_step_parts(m))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

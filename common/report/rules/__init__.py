@@ -53,6 +53,7 @@ from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 from common.report.rules import memory  # noqa: E402
 from common.report.rules import roofline  # noqa: E402
+from common.report.rules import first_step  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -67,6 +68,7 @@ RULES: list = [
     overhead.many_calls,
     overhead.children_heavy,
     timeline.cold_first_step,
+    first_step.first_recorded_step,
     timeline.noisy_steps,
     timeline.annotation_gap,
     gemm.occupancy_query,

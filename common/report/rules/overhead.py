@@ -105,7 +105,7 @@ def _cpu_work_evidence(t: Tables) -> dict:
                 compute_pct=rounded(w.median_compute_pct), compute_per_call_us=rounded(w.per_call_us),
                 compute_calls_per_step=rounded(w.median_calls),
                 compute_ops={o.name: dict(calls=o.calls, per_call_us=rounded(o.per_call_us)) for o in w.compute_ops[:8]},
-                dispatch_per_step_us={o.name: rounded(o.self_us / len(t.cpu_work.steps)) for o in w.dispatch[:8]},
+                dispatch_per_step_us={o.name: rounded(o.self_us) for o in w.dispatch_medians[:8]},  # medians
                 matmul_gflops=rounded(matmul_gflops(t), 2), verdict_compute_pct=rounded(_read_pct(t)),
                 per_step_compute_pct=[rounded(s.compute_pct) for s in w.steps])
 
@@ -117,9 +117,9 @@ def _ops_per_call(ops, n: int = 3) -> str:
 
 
 def _dispatch_text(t: Tables, n: int = 3) -> str:
-    """The biggest holders of the dispatch time, per step: ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
-    w = t.cpu_work  # totals over every step
-    return ", ".join(f"{o.name} {fmt_us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
+    """The biggest holders of the dispatch time in a typical step (their medians over the steady steps,
+    as the step time beside them): ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
+    return ", ".join(f"{o.name} {fmt_us(o.self_us)}" for o in steady_work(t).dispatch_medians[:n])
 
 
 def _analogue(t: Tables, size: int) -> str:
@@ -134,7 +134,7 @@ def _cpu_overhead_bound(t: Tables):
     w, pct = steady_work(t), _read_pct(t)
     return Finding("overhead_bound", f"overhead-bound{_analogue(t, 64)}: in the fastest "
                    f"steps the compute ops' own work is {pct:.0f}% of a step ({_ops_per_call(w.compute_ops)}"
-                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step: "
+                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step, medians: "
                    f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    f"tensors) or make fewer calls ({advice.fuse_ops(t, 'torch.compile fuses ops')}); on a GPU this is "
@@ -209,19 +209,38 @@ def hotspot_op(t: Tables):
                        "look at its shapes (record_shapes=True) and the kernels it picks",
                        dict(op=top.name, share_pct=rounded(share), self_device_us=rounded(top.self_device_us),
                             calls=top.calls))
-    total = sum(o.self_cpu_us for o in ops)
-    top = max(ops, key=lambda o: o.self_cpu_us)
-    if total <= 0 or top.self_cpu_us < 0.25 * total or top.self_cpu_us < 0.05 * t.window_us:
+    work = steady_work(t)
+    if work is None or not work.by_step:
+        return None
+    typical = sorted(((o, work.median_per_step(o.name)) for o in ops), key=lambda x: -x[1])
+    total = sum(us for _, us in typical)
+    top, top_us = typical[0]
+    if total <= 0 or top_us < 0.25 * total or top_us < 0.05 * work.median_wall_us:
         return None  # (a few µs of ops in a long window, e.g. a trace of annotations, is no hotspot)
-    share = 100 * top.self_cpu_us / total
-    per_call = top.self_cpu_us / max(top.calls, 1)
+    share = 100 * top_us / total
+    calls = top.calls / max(len(t.model.steps), 1)
     hint = {"overhead": "each call is short: bigger batches or fewer calls amortise the dispatch",
             "compute": "its own work is the cost: less arithmetic or a faster kernel for this shape and dtype"}.get(
         _cpu_regime(t), "look at its shapes (record_shapes=True) and how often it is called")
-    return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time "
-                   f"({fmt_us(top.self_cpu_us)} in {top.calls:,} calls, {fmt_us(per_call)} per call)",
+    return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time in a step "
+                   f"({fmt_us(top_us)} per step, {calls:,.0f} call{'s' if calls != 1 else ''}; medians over "
+                   f"{len(work.steps)} steps){_outlier(t, top)}",
                    hint,
-                   dict(op=top.name, share_pct=rounded(share), self_cpu_us=rounded(top.self_cpu_us), calls=top.calls))
+                   dict(op=top.name, share_pct=rounded(share), self_cpu_us_per_step=rounded(top_us),
+                        self_cpu_us=rounded(top.self_cpu_us), calls=top.calls))
+
+
+def _outlier(t: Tables, top) -> str:
+    """``; its total 6.06 ms is mostly #3's 6.04 ms``: where one step carries the op's total (the table's
+    figure) far above its median, say so: that step is the outlier, not the typical cost."""
+    per = dict(t.cpu_work.by_step).get(top.name, ())
+    if len(per) < 2 or max(per) <= 0:
+        return ""
+    i = max(range(len(per)), key=lambda j: per[j])
+    rest = sorted(per[:i] + per[i + 1:])
+    if per[i] < 0.5 * top.self_cpu_us or per[i] < 2 * max(rest[len(rest) // 2], 1e-9):
+        return ""
+    return f"; its total {fmt_us(top.self_cpu_us)} is mostly {t.step_label(i)}'s {fmt_us(per[i])}, an outlier step"
 
 
 def many_calls(t: Tables):
