@@ -136,9 +136,8 @@ def activity_buffer_request(t: Tables):
     return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
                    f"{fmt_us(total)} in total; the first at +{fmt_us(first.start_us)} ({fmt_us(first.dur_us)})"
                    + (f", in steps {', '.join(where)}" if where else ""),
-                   "the profiler's own buffer management, not your code: "
-                   + ("profile more steps to see it only once" if warmed_up(t) else
-                      "profile a warmed-up loop, or more steps to see it only once"),
+                   "the profiler's own buffer management, not your code, warmed up or not: a schedule warmup step "
+                   "(the default 1,1,3) starts the profiler before the recorded steps; more steps show it only once",
                    dict(count=len(reqs), total_us=rounded(total), first_at_us=rounded(first.start_us), steps=where),
                    spans=in_window(t, sorted((r.start_us, r.dur_us) for r in reqs)))
 
@@ -226,7 +225,7 @@ def kernel_time_spread(t: Tables):
     return Finding("kernel_time_spread", f"{trace_names.short_name(k.name, 60)} times differently across steps: {per_txt} "
                    f"(max/min {ratio:.1f}x); mean {fmt_us(k.mean_us)} vs median {fmt_us(k.median_us)} per call",
                    "clocks, thermals and driver housekeeping move single runs: read the trace and the median, "
-                   "not the mean; " + ("profile more steps" if warmed_up(t) else "warm up and profile more steps"),
+                   "not the mean; profile more steps",
                    dict(kernel=k.name, per_step_us=[rounded(us) for us in per], max_over_min=rounded(ratio, 2),
                         mean_us=rounded(k.mean_us), median_us=rounded(k.median_us), others=len(hits) - 1))
 
