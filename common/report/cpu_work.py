@@ -35,6 +35,8 @@ class StepWork:
     wall_us: float
     compute_us: float
     compute_calls: int
+    no_op_us: float = 0.0  # time in the step with no op running on its thread (Python, freeing memory, the profiler)
+    longest_no_op_us: float = 0.0  # the longest such stretch
 
     @property
     def compute_pct(self) -> float:
@@ -77,6 +79,14 @@ class CpuWork:
         """``name``'s self time in a typical step: its median over the steps (0 where it never ran)."""
         us = dict(self.by_step).get(name)
         return float(np.median(us)) if us else 0.0
+
+    @property
+    def median_no_op_us(self) -> float:
+        return float(np.median([s.no_op_us for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def median_longest_no_op_us(self) -> float:
+        return float(np.median([s.longest_no_op_us for s in self.steps])) if self.steps else 0.0
 
     def median_step_sum(self, keep) -> float:
         """The self time of the names ``keep(name)`` accepts, summed in each step: its median over the steps."""
@@ -131,7 +141,7 @@ def compute_ops(*, is_op: np.ndarray, name: np.ndarray, names, dur: np.ndarray, 
 
 def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
                    parent: np.ndarray, step: np.ndarray, step_walls: list[float], thread: np.ndarray,
-                   step_threads: list) -> CpuWork | None:
+                   step_threads: list, ts: np.ndarray | None = None, step_starts: list | None = None) -> CpuWork | None:
     """The split for every step, from the CPU call tree's columns (one row per CPU event).
 
     ``is_op`` marks op events (not annotations, runtime calls or Python frames); ``step`` is the
@@ -149,12 +159,31 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     sel = np.flatnonzero(compute)
     per_step_us = np.minimum(np.bincount(step[sel], weights=self_us[sel], minlength=nsteps), step_walls)
     per_step_calls = np.bincount(step[sel], minlength=nsteps)
-    steps = tuple(StepWork(float(w), float(c), int(k)) for w, c, k in zip(step_walls, per_step_us, per_step_calls))
+    gaps = _no_op(is_op & (step >= 0), ts, dur, step, step_starts, step_walls) if ts is not None and step_starts else \
+        [(0.0, 0.0)] * nsteps
+    steps = tuple(StepWork(float(w), float(c), int(k), *g)
+                  for w, c, k, g in zip(step_walls, per_step_us, per_step_calls, gaps))
     ops = _by_name(sel, name, names, self_us)
     return CpuWork(steps, ops, _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True),
                    _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else (),
                    _self_by_step(np.flatnonzero(step >= 0), name, names, self_us, step, nsteps),
                    _self_by_step(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, step, nsteps))
+
+
+def _no_op(sel: np.ndarray, ts: np.ndarray, dur: np.ndarray, step: np.ndarray, starts: list, walls: list) -> list:
+    """Per step: (time with no op running on its thread, the longest such stretch), from the ops' intervals."""
+    out = []
+    for i, (start, wall) in enumerate(zip(starts, walls)):
+        mine = np.flatnonzero(sel & (step == i))
+        order = mine[np.argsort(ts[mine], kind="stable")]
+        edge, idle, longest = start, 0.0, 0.0
+        for a, d in zip(ts[order].tolist(), dur[order].tolist()):
+            if a > edge:
+                idle, longest = idle + a - edge, max(longest, a - edge)
+            edge = max(edge, a + d)
+        tail = max(start + wall - edge, 0.0)
+        out.append((idle + tail, max(longest, tail)))
+    return out
 
 
 def _self_by_step(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray, step: np.ndarray,

@@ -128,7 +128,8 @@ def build_tables(m: Model) -> Tables:
         cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
                                   self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
                                   step_walls=[s.dur for s in m.steps], thread=cpu.thread,
-                                  step_threads=[s.tid for s in m.steps])
+                                  step_threads=[s.tid for s in m.steps], ts=cpu.ts,
+                                  step_starts=[s.start for s in m.steps])
     rows = step_rows(m, per_step, gpu_union, aligned)
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_union))

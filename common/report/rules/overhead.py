@@ -122,6 +122,19 @@ def _dispatch_text(t: Tables, n: int = 3) -> str:
     return ", ".join(f"{o.name} {fmt_us(o.self_us)}" for o in steady_work(t).dispatch_medians[:n])
 
 
+NO_OP_STRETCH_US = 1000.0  # an op's dispatch takes µs: a stretch this long with no op running is something else
+
+
+def _around(t: Tables) -> str:
+    """What the time around the compute ops is: dispatch (µs between ops), or, where stretches of a
+    millisecond or more run no op at all (big tensors freed, Python), that, named as such."""
+    w = steady_work(t)
+    if w.median_longest_no_op_us < NO_OP_STRETCH_US:
+        return "dispatch around them"
+    return (f"mostly not dispatch: no op runs for {fmt_us(w.median_no_op_us)} a step, in stretches up to "
+            f"{fmt_us(w.median_longest_no_op_us)} (Python between ops, freeing large tensors)")
+
+
 def _analogue(t: Tables, size: int) -> str:
     """`` (the CPU analogue of Part 1's size N)`` in Part 1's own lesson; other runs tell their own story."""
     return f" (the CPU analogue of Part 1's size {size})" if t.knobs is not None and t.knobs.script == "01_matmul_add" \
@@ -134,7 +147,7 @@ def _cpu_overhead_bound(t: Tables):
     w, pct = steady_work(t), _read_pct(t)
     return Finding("overhead_bound", f"overhead-bound{_analogue(t, 64)}: in the fastest "
                    f"steps the compute ops' own work is {pct:.0f}% of a step ({_ops_per_call(w.compute_ops)}"
-                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step, medians: "
+                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is {_around(t)} (per step, medians: "
                    f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    f"tensors) or make fewer calls ({advice.fuse_ops(t, 'torch.compile fuses ops')}); on a GPU this is "
@@ -148,7 +161,7 @@ def _cpu_compute_bound(t: Tables):
     w, pct = steady_work(t), _read_pct(t)
     return Finding("compute_bound", f"compute-bound{_analogue(t, 4096)}: in the fastest steps "
                    f"{pct:.0f}% of a step is the compute ops' own work ({_ops_per_call(w.compute_ops)}{_rate_text(t)}); "
-                   f"the dispatch around them is {100 - pct:.0f}%; a step takes {fmt_us(w.median_wall_us)} (median)",
+                   f"the other {100 - pct:.0f}% is {_around(t)}; a step takes {fmt_us(w.median_wall_us)} (median)",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
                    "cutting dispatch overhead would not",
                    _cpu_work_evidence(t), spans=_every_step(t))
