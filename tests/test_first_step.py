@@ -190,3 +190,18 @@ def test_spread_title_says_what_the_series_show():
 
     assert "within 1% of the median" in spread_title([row([96, 100, 108])])
     assert "pull the mean (dashed) away from the median in steps (wall)" in spread_title([row([100, 100, 1000])])
+
+
+def test_a_long_stretch_with_no_op_is_not_called_dispatch(cpu_runs, tmp_path):
+    """#26.8: at Part 3's shapes on the CPU, 10-270 ms pass between ops while large tensors are freed; a
+    step's time with no op running for milliseconds is named as such, not as dispatch."""
+    path = cpu_runs["warm"]
+    steps = [e["name"] for e in json.loads(path.read_text())["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    for i, step in enumerate(steps):  # every step's annotation runs 5 ms past its last op
+        path = stretched(path, tmp_path / f"gap{i}.json", "matmul_add", step, 5000)
+    rules = {f.rule: f for f in analyze(path)[1]}
+    regime = rules["overhead_bound"]
+    assert "mostly not dispatch: no op runs for 5.0" in regime.message, regime.message
+    assert "--profile-memory shows the frees" in regime.message
+    plain = {f.rule: f for f in analyze(cpu_runs["warm"])[1]}
+    assert "mostly not dispatch" not in " ".join(f.message for f in plain.values())

@@ -26,6 +26,7 @@ import numpy as np
 
 from common.report import names as trace_names
 
+LONG_NO_OP_US = 1000.0  # an op's dispatch takes µs: a stretch this long with no op running is something else
 DISPATCHER_SHARE = 0.5  # an op whose child ops take this share of its time is a dispatcher
 STEP_LABEL = "ProfilerStep (Python and the profiler between ops)"
 
@@ -37,6 +38,7 @@ class StepWork:
     compute_calls: int
     no_op_us: float = 0.0  # time in the step with no op running on its thread (Python, freeing memory, the profiler)
     longest_no_op_us: float = 0.0  # the longest such stretch
+    freed_in_stretches: float = float("nan")  # bytes freed (``[memory]``) in its stretches of LONG_NO_OP_US or more; nan: no memory events
 
     @property
     def compute_pct(self) -> float:
@@ -83,6 +85,11 @@ class CpuWork:
     @property
     def median_no_op_us(self) -> float:
         return float(np.median([s.no_op_us for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def median_freed_in_stretches(self) -> float:
+        """Bytes freed in the long stretches with no op, median per step (nan without memory events)."""
+        return float(np.median([s.freed_in_stretches for s in self.steps])) if self.steps else float("nan")
 
     @property
     def median_longest_no_op_us(self) -> float:
@@ -141,7 +148,8 @@ def compute_ops(*, is_op: np.ndarray, name: np.ndarray, names, dur: np.ndarray, 
 
 def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
                    parent: np.ndarray, step: np.ndarray, step_walls: list[float], thread: np.ndarray,
-                   step_threads: list, ts: np.ndarray | None = None, step_starts: list | None = None) -> CpuWork | None:
+                   step_threads: list, ts: np.ndarray | None = None, step_starts: list | None = None,
+                   frees: tuple | None = None) -> CpuWork | None:
     """The split for every step, from the CPU call tree's columns (one row per CPU event).
 
     ``is_op`` marks op events (not annotations, runtime calls or Python frames); ``step`` is the
@@ -159,8 +167,8 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     sel = np.flatnonzero(compute)
     per_step_us = np.minimum(np.bincount(step[sel], weights=self_us[sel], minlength=nsteps), step_walls)
     per_step_calls = np.bincount(step[sel], minlength=nsteps)
-    gaps = _no_op(is_op & (step >= 0), ts, dur, step, step_starts, step_walls) if ts is not None and step_starts else \
-        [(0.0, 0.0)] * nsteps
+    gaps = _no_op(is_op & (step >= 0), ts, dur, step, step_starts, step_walls, frees) \
+        if ts is not None and step_starts else [(0.0, 0.0, float("nan"))] * nsteps
     steps = tuple(StepWork(float(w), float(c), int(k), *g)
                   for w, c, k, g in zip(step_walls, per_step_us, per_step_calls, gaps))
     ops = _by_name(sel, name, names, self_us)
@@ -170,19 +178,23 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
                    _self_by_step(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, step, nsteps))
 
 
-def _no_op(sel: np.ndarray, ts: np.ndarray, dur: np.ndarray, step: np.ndarray, starts: list, walls: list) -> list:
-    """Per step: (time with no op running on its thread, the longest such stretch), from the ops' intervals."""
+def _no_op(sel: np.ndarray, ts: np.ndarray, dur: np.ndarray, step: np.ndarray, starts: list, walls: list,
+           frees: tuple | None) -> list:
+    """Per step: (time with no op running on its thread, the longest such stretch, bytes freed in the
+    stretches of LONG_NO_OP_US or more: nan without ``frees``, the (times, bytes) of the memory frees)."""
     out = []
     for i, (start, wall) in enumerate(zip(starts, walls)):
         mine = np.flatnonzero(sel & (step == i))
         order = mine[np.argsort(ts[mine], kind="stable")]
-        edge, idle, longest = start, 0.0, 0.0
-        for a, d in zip(ts[order].tolist(), dur[order].tolist()):
+        stretches, edge = [], start
+        for a, d in zip(ts[order].tolist() + [start + wall], dur[order].tolist() + [0.0]):
             if a > edge:
-                idle, longest = idle + a - edge, max(longest, a - edge)
+                stretches.append((edge, a))
             edge = max(edge, a + d)
-        tail = max(start + wall - edge, 0.0)
-        out.append((idle + tail, max(longest, tail)))
+        lengths = [b - a for a, b in stretches]
+        freed = float("nan") if frees is None else float(sum(
+            -frees[1][(frees[0] >= a) & (frees[0] <= b)].sum() for a, b in stretches if b - a >= LONG_NO_OP_US))
+        out.append((float(sum(lengths)), float(max(lengths, default=0.0)), freed))
     return out
 
 

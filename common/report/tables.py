@@ -129,7 +129,7 @@ def build_tables(m: Model) -> Tables:
                                   self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
                                   step_walls=[s.dur for s in m.steps], thread=cpu.thread,
                                   step_threads=[s.tid for s in m.steps], ts=cpu.ts,
-                                  step_starts=[s.start for s in m.steps])
+                                  step_starts=[s.start for s in m.steps], frees=_frees(m))
     rows = step_rows(m, per_step, gpu_union, aligned)
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_union))
@@ -147,6 +147,15 @@ def build_tables(m: Model) -> Tables:
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
         chains=phase_chains(m, [p.name for p in phases]), first_step=first_step_parts(m))
+
+
+def _frees(m: Model):
+    """(times, bytes) of the CPU-side memory frees, or None for a trace without memory events."""
+    mem = m.mem
+    if not mem.n:
+        return None
+    sel = (mem.bytes < 0) & (mem.device_type == 0)
+    return mem.ts[sel], mem.bytes[sel]
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

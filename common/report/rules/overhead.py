@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.report import names as trace_names
+from common.report.cpu_work import LONG_NO_OP_US
 from common.report.model import STEP_RE
 from common.report.rules import advice
 from common.report.rules import Finding, in_window
@@ -122,17 +123,17 @@ def _dispatch_text(t: Tables, n: int = 3) -> str:
     return ", ".join(f"{o.name} {fmt_us(o.self_us)}" for o in steady_work(t).dispatch_medians[:n])
 
 
-NO_OP_STRETCH_US = 1000.0  # an op's dispatch takes µs: a stretch this long with no op running is something else
-
-
 def _around(t: Tables) -> str:
     """What the time around the compute ops is: dispatch (µs between ops), or, where stretches of a
     millisecond or more run no op at all (big tensors freed, Python), that, named as such."""
     w = steady_work(t)
-    if w.median_longest_no_op_us < NO_OP_STRETCH_US:
+    if w.median_longest_no_op_us < LONG_NO_OP_US:
         return "dispatch around them"
+    freed = w.median_freed_in_stretches
+    what = ("Python between ops, or freeing large tensors: --profile-memory shows the frees" if freed != freed else
+            f"{freed / 1e6:,.0f} MB freed in them: releasing memory" if freed > 0 else "no memory freed in them")
     return (f"mostly not dispatch: no op runs for {fmt_us(w.median_no_op_us)} a step, in stretches up to "
-            f"{fmt_us(w.median_longest_no_op_us)} (Python between ops, freeing large tensors)")
+            f"{fmt_us(w.median_longest_no_op_us)} ({what})")
 
 
 def _analogue(t: Tables, size: int) -> str:
