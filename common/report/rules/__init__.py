@@ -10,7 +10,8 @@ The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or com
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
 the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
 CUDA graphs), :mod:`.phases` (per annotation), :mod:`.guess` (the lesson's guess against what ran),
-:mod:`.attention` (Part 3), :mod:`.memory` (allocations, --profile-memory); judgements several themes share are in :mod:`.judge`.
+:mod:`.attention` (Part 3), :mod:`.memory` (allocations, --profile-memory), :mod:`.first_step` (the profiler's
+first recorded step); judgements several themes share are in :mod:`.judge`, the per-step figures in :mod:`.per_step`.
 A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
 findings is decided.
 """

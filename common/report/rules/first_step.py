@@ -9,6 +9,7 @@ start; :func:`first_recorded_step` here names the profiler's step for what it is
 
 from __future__ import annotations
 
+from common.report import names as trace_names
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import first_step, wide_first_step
 from common.report.steadiness import COLD, PROFILER, Spread
@@ -30,10 +31,11 @@ def what_it_holds(t: Tables) -> str:
     parts = t.first_step
     if parts is None:
         return ""
-    grown = ", ".join(f"{g.name} {fmt_us(g.first_us)} ({fmt_us(g.others_median_us)})" for g in parts.grown[:3])
-    out = [f"own time in it (the others' median): {grown}"] if grown else []
+    grown = ", ".join(f"{trace_names.short_name(g.name, 40)} {fmt_us(g.first_us)} vs {fmt_us(g.others_median_us)}" for g in parts.grown[:3])
+    out = [f"own time against the other steps' median: {grown}"] if grown else []
     if parts.only_first:
-        out.append("in no other step: " + ", ".join(f"{n} {fmt_us(us)}" for n, us in parts.only_first[:3]))
+        out.append("in no other step: " + ", ".join(f"{trace_names.short_name(n, 40)} {fmt_us(us)}"
+                                                     for n, us in parts.only_first[:3]))
     gaps = [r.annotation_gap_us for r in t.step_rows]
     if len(gaps) >= 3 and None not in gaps:
         out.append(f"'{t.step_rows[0].annotation}' waits {fmt_us(gaps[0])} for its first op "

@@ -74,15 +74,15 @@ MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # the op
 
 def matmul_gflops(t: Tables) -> float | None:
     """The rate of the workload's matmul arithmetic: its FLOPs per step (the lesson's knobs say) over
-    the matmul ops' own time per step (their self time over the window's steps), when the trace
-    has those ops."""
+    the matmul ops' own time in a typical step (the median over the steady steps, so a cold first
+    call or one stalled step is not read as the machine's speed), when the trace has those ops."""
     knobs, work = t.knobs, steady_work(t)
     if knobs is None or not knobs.matmul_flops_per_step or work is None:
         return None
-    own_us = sum(o.self_us for o in t.cpu_work.compute_ops if o.name in MATMUL_OPS)
+    own_us = work.median_step_sum(lambda name: name in MATMUL_OPS) if work.by_step else 0.0
     if own_us <= 0:
         return None
-    return knobs.matmul_flops_per_step * len(t.cpu_work.steps) / own_us / 1e3
+    return knobs.matmul_flops_per_step / own_us / 1e3
 
 
 def plausible_floor(t: Tables) -> float:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.report import names as trace_names
-from common.report.cpu_work import LONG_NO_OP_US
 from common.report.model import STEP_RE
 from common.report.rules import advice
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
+from common.report.rules.per_step import around, dispatch_text, ops_per_call, outlier_note
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -111,31 +111,6 @@ def _cpu_work_evidence(t: Tables) -> dict:
                 per_step_compute_pct=[rounded(s.compute_pct) for s in w.steps])
 
 
-def _ops_per_call(ops, n: int = 3) -> str:
-    """``aten::mm 30 µs/call, aten::add 4.0 µs/call``."""
-    return ", ".join(f"{o.name} {fmt_us(o.per_call_us)}/call" for o in ops[:n]) + (
-        f" and {len(ops) - n} more" if len(ops) > n else "")
-
-
-def _dispatch_text(t: Tables, n: int = 3) -> str:
-    """The biggest holders of the dispatch time in a typical step (their medians over the steady steps,
-    as the step time beside them): ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
-    return ", ".join(f"{o.name} {fmt_us(o.self_us)}" for o in steady_work(t).dispatch_medians[:n])
-
-
-def _around(t: Tables) -> str:
-    """What the time around the compute ops is: dispatch (µs between ops), or, where stretches of a
-    millisecond or more run no op at all (big tensors freed, Python), that, named as such."""
-    w = steady_work(t)
-    if w.median_longest_no_op_us < LONG_NO_OP_US:
-        return "dispatch around them"
-    freed = w.median_freed_in_stretches
-    what = ("Python between ops, or freeing large tensors: --profile-memory shows the frees" if freed != freed else
-            f"{freed / 1e6:,.0f} MB freed in them: releasing memory" if freed > 0 else "no memory freed in them")
-    return (f"mostly not dispatch: no op runs for {fmt_us(w.median_no_op_us)} a step, in stretches up to "
-            f"{fmt_us(w.median_longest_no_op_us)} ({what})")
-
-
 def _analogue(t: Tables, size: int) -> str:
     """`` (the CPU analogue of Part 1's size N)`` in Part 1's own lesson; other runs tell their own story."""
     return f" (the CPU analogue of Part 1's size {size})" if t.knobs is not None and t.knobs.script == "01_matmul_add" \
@@ -147,9 +122,9 @@ def _cpu_overhead_bound(t: Tables):
         return None
     w, pct = steady_work(t), _read_pct(t)
     return Finding("overhead_bound", f"overhead-bound{_analogue(t, 64)}: in the fastest "
-                   f"steps the compute ops' own work is {pct:.0f}% of a step ({_ops_per_call(w.compute_ops)}"
-                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is {_around(t)} (per step, medians: "
-                   f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
+                   f"steps the compute ops' own work is {pct:.0f}% of a step ({ops_per_call(w.compute_ops, t=t)}"
+                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is {around(t)} (per step, medians: "
+                   f"{dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    f"tensors) or make fewer calls ({advice.fuse_ops(t, 'torch.compile fuses ops')}); on a GPU this is "
                    "the run where the GPU idles",
@@ -161,8 +136,8 @@ def _cpu_compute_bound(t: Tables):
         return None
     w, pct = steady_work(t), _read_pct(t)
     return Finding("compute_bound", f"compute-bound{_analogue(t, 4096)}: in the fastest steps "
-                   f"{pct:.0f}% of a step is the compute ops' own work ({_ops_per_call(w.compute_ops)}{_rate_text(t)}); "
-                   f"the other {100 - pct:.0f}% is {_around(t)}; a step takes {fmt_us(w.median_wall_us)} (median)",
+                   f"{pct:.0f}% of a step is the compute ops' own work ({ops_per_call(w.compute_ops, t=t)}{_rate_text(t)}); "
+                   f"the other {100 - pct:.0f}% is {around(t)}; a step takes {fmt_us(w.median_wall_us)} (median)",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
                    "cutting dispatch overhead would not",
                    _cpu_work_evidence(t), spans=_every_step(t))
@@ -238,23 +213,10 @@ def hotspot_op(t: Tables):
         _cpu_regime(t), "look at its shapes (record_shapes=True) and how often it is called")
     return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time in a step "
                    f"({fmt_us(top_us)} per step, {calls:,.0f} call{'s' if calls != 1 else ''}; medians over "
-                   f"{len(work.steps)} steps){_outlier(t, top)}",
+                   f"{len(work.steps)} steps){outlier_note(t, top)}",
                    hint,
                    dict(op=top.name, share_pct=rounded(share), self_cpu_us_per_step=rounded(top_us),
                         self_cpu_us=rounded(top.self_cpu_us), calls=top.calls))
-
-
-def _outlier(t: Tables, top) -> str:
-    """``; its total 6.06 ms is mostly #3's 6.04 ms``: where one step carries the op's total (the table's
-    figure) far above its median, say so: that step is the outlier, not the typical cost."""
-    per = dict(t.cpu_work.by_step).get(top.name, ())
-    if len(per) < 2 or max(per) <= 0:
-        return ""
-    i = max(range(len(per)), key=lambda j: per[j])
-    rest = sorted(per[:i] + per[i + 1:])
-    if per[i] < 0.5 * top.self_cpu_us or per[i] < 2 * max(rest[len(rest) // 2], 1e-9):
-        return ""
-    return f"; its total {fmt_us(top.self_cpu_us)} is mostly {t.step_label(i)}'s {fmt_us(per[i])}, an outlier step"
 
 
 def many_calls(t: Tables):

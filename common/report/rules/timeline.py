@@ -282,7 +282,7 @@ def buffer_request_gpu_only(t: Tables):
     cmp, kind = cold_step(t), first_step(t).kind
     if cmp is not None:
         shows = (f"what this cold window does show is its first step, {t.step_label(0)}, the workload's first call, "
-                 f"at {cmp.ratio:.1f}x the others' median")
+                 f"at {times(cmp.ratio)} the others' median")
     elif kind == COLD:
         shows = "its first step, the workload's first call, is not wider than the others beyond their noise"
     else:
