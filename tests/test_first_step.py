@@ -190,6 +190,7 @@ def test_spread_title_says_what_the_series_show():
 
     assert "within 1% of the median" in spread_title([row([96, 100, 108])])
     assert "pull the mean (dashed) away from the median in steps (wall)" in spread_title([row([100, 100, 1000])])
+    assert "in steps (wall) (its first step alone)" in spread_title([row([300, 100, 104])])
 
 
 def test_a_long_stretch_with_no_op_is_not_called_dispatch(cpu_runs, tmp_path):

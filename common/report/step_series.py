@@ -162,7 +162,15 @@ def spread_title(rows) -> str:
     """The spread plot's title, as the series show it: which series a few slow steps pull the mean
     (dashed) away from the median, or that mean and median agree (steps at 0.96/1.00/1.08 of their
     median pull nothing)."""
-    away = [r.label for r in rows if r.median_us > 0 and not 1 / MEAN_AWAY <= r.mean_us / r.median_us <= MEAN_AWAY]
+    def apart(values) -> bool:
+        mid = float(np.median(values)) if len(values) else 0.0
+        return mid > 0 and not 1 / MEAN_AWAY <= float(np.mean(values)) / mid <= MEAN_AWAY
+
+    away = [r.label + (" (its first step alone)"
+                       if r.buckets.size == 1 and len(r.drawn_us) > 2 and not apart(r.drawn_us[1:]) else "")
+            for r in rows if apart(r.drawn_us) if r.buckets.size == 1] + \
+        [r.label for r in rows if r.buckets.size > 1 and r.median_us > 0
+         and not 1 / MEAN_AWAY <= r.mean_us / r.median_us <= MEAN_AWAY]
     if away:
         return (f"per-step times against their median: slow steps pull the mean (dashed) away from the median in "
                 f"{', '.join(away)}")
