@@ -1,6 +1,7 @@
 """Part 1: profile torch.add(torch.matmul(x, w), b) with torch.profiler.
 
-    uv run 01_matmul_add.py --size 64                        # overhead-bound, cold first step
+    uv run 01_matmul_add.py --size 64                        # overhead-bound; #2, the first recorded step, is wider
+    uv run 01_matmul_add.py --size 64 --schedule 0,0,3       # the cold start: #0 is the first call
     uv run 01_matmul_add.py --size 4096 --warmup             # compute-bound
     uv run 01_matmul_add.py --size 4096 --warmup --compile   # one aten::addmm
     uv run 01_matmul_add.py --size 64 --batch 8              # aten::bmm instead of aten::mm
@@ -60,7 +61,9 @@ def main():
                 step()
             lesson.sync()
 
-    # 4. Profile: skip `wait` steps, run `warmup` steps unrecorded, record `active` steps.
+    # 4. Profile: skip `wait` steps, run `warmup` steps unrecorded, record `active` steps. The first call's
+    #    one-time costs land in the first `wait` step, unrecorded; the first recorded step is wider anyway
+    #    (the profiler records each event for the first time there), warmed up or not.
     s = args.schedule
     with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
         with torch.profiler.profile(

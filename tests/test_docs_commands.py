@@ -108,6 +108,7 @@ COMMANDS = {
     "uv run 01_matmul_add.py --size 4096 --warmup": POSTS_01,
     "uv run 01_matmul_add.py --size 64 --batch 8": Lesson(replace={"--size": "32"}),
     "uv run 01_matmul_add.py --size 64 --schedule 0,0,20": POSTS_01,
+    "uv run 01_matmul_add.py --size 64 --schedule 0,0,3": POSTS_01,
     # the page and the annotated copy: at conftest's "01_cold_sched" schedule, which writes them too
     "uv run 01_matmul_add.py --html --annotate": Lesson(append=("--schedule", "0,0,20")),
     # Part 2: nn.Linear's batch 1024 -> 64 when compiled; the MLP at conftest's SMALL_MLP

@@ -289,21 +289,32 @@ def test_rule_compile_frames_and_recompiles(tmp_path):
 
 
 def test_rule_cold_first_step_and_gap(tmp_path):
-    def trace(first_dur, first_gap, name):
+    """The posts' numbers (a 4x wider first step, a 228 µs gap): a cold start when the first recorded step is
+    the workload's first call (#0 of a trace from the lessons' knobs that did not warm up); as #2, after the
+    schedule's two unrecorded steps, it is the profiler's first recorded step and is called that."""
+    def trace(first_dur, first_gap, name, first):
         ev = []
         for i, (dur, gap) in enumerate([(first_dur, first_gap), (100, 5), (100, 5)]):
             t = 1000.0 * i
-            ev += [event(f"ProfilerStep#{i + 2}", t, dur, cat="user_annotation"),
+            ev += [event(f"ProfilerStep#{i + first}", t, dur, cat="user_annotation"),
                    event("matmul_add", t + 2, dur - 10, cat="user_annotation"),
                    event("aten::matmul", t + 2 + gap, 20), event("aten::mm", t + 3 + gap, 18)]
         p = tmp_path / name
-        return findings_of(write_trace(p, ev))
+        doc = {"traceEvents": ev, "lesson": {"script": "01_matmul_add", "tag": "t", "shape": [64], "dtype": "bf16",
+                                             "device": "cuda", "warmup": False, "warmup_calls": 0, "compile": False,
+                                             "compile_mode": "default",
+                                             "schedule": {"wait": 0, "warmup": first, "active": 3, "repeat": 1}}}
+        p.write_text(json.dumps(doc))
+        return findings_of(p)
 
-    r = trace(400, 228, "cold.json")
+    r = trace(400, 228, "cold.json", 0)
     assert r["cold_first_step"].evidence["ratio"] == 4.0
-    assert r["annotation_gap"].evidence["gaps_us"]["ProfilerStep#2"] == 228
-    r = trace(105, 5, "warm.json")
+    assert r["annotation_gap"].evidence["gaps_us"]["ProfilerStep#0"] == 228
+    r = trace(400, 228, "after_schedule.json", 2)
     assert "cold_first_step" not in r and "annotation_gap" not in r
+    assert r["first_recorded_step"].evidence["calls_before"] == 2
+    r = trace(105, 5, "warm.json", 0)
+    assert "cold_first_step" not in r and "annotation_gap" not in r and "first_recorded_step" not in r
 
 
 def test_rule_many_calls_and_metadata_ops(tmp_path):

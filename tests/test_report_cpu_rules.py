@@ -13,15 +13,16 @@ from conftest import command_env, event, run_module
 from test_pictures import verdicts_under
 
 
-def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None, gap_us=None, flops=None):
-    """Steps of matmul_add -> aten::matmul -> aten::mm (+ resolve_conj), aten::add, CPU only.
-    ``warmup`` given: the lesson's "lesson" metadata says whether the run warmed up."""
+def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None, gap_us=None, flops=None, first=2):
+    """Steps of matmul_add -> aten::matmul -> aten::mm (+ resolve_conj), aten::add, CPU only, from
+    ProfilerStep#``first`` (2: the default schedule 1,1,N; 0: 0,0,N). ``warmup`` given: the lesson's
+    "lesson" metadata says whether the run warmed up."""
     ev = []
     t = 0.0
     for i, (wall, mm) in enumerate(zip(step_us, mm_us)):
         t += (step_us[i - 1] + 1) if i else 0.0  # steps back to back
         gap = (gap_us or [2.0] * len(step_us))[i]
-        ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
+        ev += [event(f"ProfilerStep#{i + first}", t, wall, "user_annotation"),
                event("matmul_add", t + 1, wall - 2, "user_annotation"),
                event("aten::matmul", t + 1 + gap, mm + 1.0), event("aten::mm", t + 1.5 + gap, mm),
                event("aten::resolve_conj", t + 1.6 + gap, 0.1),
@@ -30,7 +31,8 @@ def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None,
     if warmup is not None:
         doc["lesson"] = {"script": "01_matmul_add", "tag": "64_bf16_x_eager", "shape": [64], "dtype": "bf16",
                          "device": "cpu", "warmup": warmup, "warmup_calls": 3 if warmup else 0, "compile": False,
-                         "compile_mode": "default", "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+                         "compile_mode": "default",
+                         "schedule": {"wait": first // 2, "warmup": first - first // 2, "active": len(step_us), "repeat": 1},
                          "matmul_flops_per_step": flops}
     path = tmp_path / name
     path.write_text(json.dumps(doc))
@@ -97,28 +99,41 @@ def test_the_fastest_steps_carry_the_verdict(tmp_path):
     assert "overhead_bound" in stalled and "compute_bound" not in stalled
 
 
-def test_cold_first_step_needs_a_cold_run_and_a_margin_over_the_noise(tmp_path):
-    cold = rules(matmul_add_trace(tmp_path, "cold.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=False))
-    assert cold["cold_first_step"].evidence["ratio"] > 3 and "--warmup" in cold["cold_first_step"].hint
-    assert "noisy_steps" not in cold
-    # the same numbers in a run whose trace says it warmed up: no advice, a noise note instead
-    warm = rules(matmul_add_trace(tmp_path, "warm.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=True))
-    assert "cold_first_step" not in warm and "annotation_gap" not in warm
-    assert "not a cold start" in warm["noisy_steps"].message
-    # a first step wider than the median, but no wider than the others vary: too noisy to judge
-    noisy = rules(matmul_add_trace(tmp_path, "noisy.json", step_us=[300, 60, 250], mm_us=[20] * 3, warmup=False))
+def test_cold_first_step_needs_the_first_call_and_a_margin_over_the_noise(tmp_path):
+    """A wide #0 of a run that did not warm up (schedule 0,0,N) is the workload's first call: a cold start.
+    The same numbers in a run that warmed up, or as #2 after the schedule's unrecorded steps, are the
+    profiler's first recorded step: never called cold, never told to warm up, never called noise."""
+    cold = rules(matmul_add_trace(tmp_path, "cold.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=False, first=0))
+    assert cold["cold_first_step"].evidence["ratio"] > 3 and "first call" in cold["cold_first_step"].message
+    assert "noisy_steps" not in cold and "first_recorded_step" not in cold
+    for name, kw in (("warm.json", dict(warmup=True, first=0)), ("sched.json", dict(warmup=False, first=2)),
+                     ("both.json", dict(warmup=True, first=2))):
+        f = rules(matmul_add_trace(tmp_path, name, step_us=[400, 100, 104], mm_us=[20] * 3, **kw))
+        assert "cold_first_step" not in f and "annotation_gap" not in f and "noisy_steps" not in f, name
+        note = f["first_recorded_step"]
+        assert "not a cold start" in note.message and note.evidence["kind"] == "profiler's first step"
+        assert all("--warmup" not in x.hint and "warm up" not in x.hint for x in f.values()), name
+    # no knobs and step #0: nothing says whether the workload ran before the profiler
+    unknown = rules(matmul_add_trace(tmp_path, "unknown.json", step_us=[400, 100, 104], mm_us=[20] * 3, first=0))
+    assert "cold_first_step" not in unknown and "cannot be told" in unknown["first_recorded_step"].message
+    # a first call wider than the median, but no wider than the others vary: too noisy to judge
+    noisy = rules(matmul_add_trace(tmp_path, "noisy.json", step_us=[300, 60, 250], mm_us=[20] * 3, warmup=False,
+                                   first=0))
     assert "cold_first_step" not in noisy
-    assert "no telling a cold start from noise" in noisy["noisy_steps"].message
+    assert "no telling its cold start from noise" in noisy["noisy_steps"].message
     # steady steps: neither
     steady = rules(matmul_add_trace(tmp_path, "steady.json", step_us=[62, 60, 61], mm_us=[20] * 3, warmup=False))
-    assert "cold_first_step" not in steady and "noisy_steps" not in steady
+    assert not {"cold_first_step", "noisy_steps", "first_recorded_step"} & set(steady)
 
 
-def test_annotation_gap_is_not_advised_to_a_warm_run(tmp_path):
+def test_annotation_gap_only_in_the_first_call(tmp_path):
     kw = dict(step_us=[400, 100, 100], mm_us=[20] * 3, gap_us=[228, 5, 5])
-    assert rules(matmul_add_trace(tmp_path, "c.json", warmup=False, **kw))["annotation_gap"].evidence[
-        "gaps_us"]["ProfilerStep#2"] == 228
-    assert "annotation_gap" not in rules(matmul_add_trace(tmp_path, "w.json", warmup=True, **kw))
+    assert rules(matmul_add_trace(tmp_path, "c.json", warmup=False, first=0, **kw))["annotation_gap"].evidence[
+        "gaps_us"]["ProfilerStep#0"] == 228
+    assert "annotation_gap" not in rules(matmul_add_trace(tmp_path, "w.json", warmup=True, first=0, **kw))
+    after_wait = rules(matmul_add_trace(tmp_path, "s.json", warmup=False, **kw))  # #2: the schedule ran it twice
+    assert "annotation_gap" not in after_wait and "waits 228 µs for its first op" in after_wait[
+        "first_recorded_step"].message
 
 
 def test_knobs_are_read_from_the_trace(tmp_path):
@@ -198,7 +213,7 @@ def test_the_page_shows_each_verdict_under_its_plot(tmp_path):
                                  flops=flops),
         "split": matmul_add_trace(tmp_path, "split.json", step_us=[100] * 3, mm_us=[20, 95, 50]),
         "idle": matmul_add_trace(tmp_path, "idle.json", step_us=[60] * 3, mm_us=[25] * 3, warmup=True, flops=flops),
-        "cold": matmul_add_trace(tmp_path, "cold.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=False),
+        "cold": matmul_add_trace(tmp_path, "cold.json", step_us=[400, 100, 104], mm_us=[20] * 3, warmup=False, first=0),
     }
     shown = {}
     for name, path in cases.items():
@@ -209,7 +224,7 @@ def test_the_page_shows_each_verdict_under_its_plot(tmp_path):
         text = page.read_text()
         steps, spread = verdicts_under(text, "breakdown"), verdicts_under(text, "spread")
         assert steps == {r: m for r, m in found.items() if r in ("overhead_bound", "compute_bound", "regime_cannot_tell")}
-        assert spread == {r: m for r, m in found.items() if r in ("noisy_steps", "cold_first_step")}
+        assert spread == {r: m for r, m in found.items() if r in ("noisy_steps", "cold_first_step", "first_recorded_step")}
         shown[name] = set(steps) | set(spread)
     assert shown == {"busy": {"regime_cannot_tell", "noisy_steps"}, "split": {"regime_cannot_tell"},
                      "idle": {"overhead_bound"}, "cold": {"overhead_bound", "cold_first_step"}}

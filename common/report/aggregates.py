@@ -16,6 +16,7 @@ import numpy as np
 
 from common.report import names as trace_names
 from common.report.columns import factorize
+from common.report.gap_cause import GapCause, gap_cause
 from common.report.gpus import Gpu, gpu_of
 from common.report.intervals import Intervals
 from common.report.model import ANNOTATION, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
@@ -260,6 +261,7 @@ class KernelGap:
     start_us: float
     end_us: float
     overlapping: tuple  # the profiler overhead events that overlap the gap, by name
+    cause: Optional[GapCause] = None  # the launch after the gap and what the CPU did meanwhile (:mod:`.gap_cause`)
 
 
 def _device_window(m: Model, aligned: AlignedSteps, i: int) -> tuple[float, float]:
@@ -293,7 +295,7 @@ def kernel_gaps(m: Model, gpu_busy: Intervals, aligned: AlignedSteps) -> tuple:
         k = int(np.argmax(ge - gs))
         g0, g1 = float(gs[k]), float(ge[k])
         out.append(KernelGap(float(ge[k] - gs[k]), g0, g1,
-                             tuple(o[0] for o in m.overheads if o[1] < g1 and o[1] + o[2] > g0)))
+                             tuple(o[0] for o in m.overheads if o[1] < g1 and o[1] + o[2] > g0), gap_cause(m, g0, g1)))
     return tuple(out)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from common.report import names as trace_names
 
+LONG_NO_OP_US = 1000.0  # an op's dispatch takes µs: a stretch this long with no op running is something else
 DISPATCHER_SHARE = 0.5  # an op whose child ops take this share of its time is a dispatcher
 STEP_LABEL = "ProfilerStep (Python and the profiler between ops)"
 
@@ -35,6 +36,9 @@ class StepWork:
     wall_us: float
     compute_us: float
     compute_calls: int
+    no_op_us: float = 0.0  # time in the step with no op running on its thread (Python, freeing memory, the profiler)
+    longest_no_op_us: float = 0.0  # the longest such stretch
+    freed_in_stretches: float = float("nan")  # bytes freed (``[memory]``) in its stretches of LONG_NO_OP_US or more; nan: no memory events
 
     @property
     def compute_pct(self) -> float:
@@ -65,6 +69,44 @@ class CpuWork:
     compute_ops: tuple[OpTime, ...]  # heaviest first
     dispatch: tuple[OpTime, ...]  # the other events' self time by name, heaviest first (ProfilerStep#N as one)
     heaviest_per_step: tuple[StepWork, ...] = ()  # the heaviest compute op's own time and calls in each step
+    by_step: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (name, its self time in each step): every event
+    dispatch_by_step: tuple[tuple[str, tuple[float, ...]], ...] = ()  # the same, of the dispatch events only
+
+    def without_first(self) -> "CpuWork":
+        """The same split over the steps after the first (a cold start or the profiler's first recorded step)."""
+        return CpuWork(self.steps[1:], self.compute_ops, self.dispatch, self.heaviest_per_step[1:],
+                       tuple((n, us[1:]) for n, us in self.by_step), tuple((n, us[1:]) for n, us in self.dispatch_by_step))
+
+    def median_per_step(self, name: str) -> float:
+        """``name``'s self time in a typical step: its median over the steps (0 where it never ran)."""
+        us = dict(self.by_step).get(name)
+        return float(np.median(us)) if us else 0.0
+
+    @property
+    def median_no_op_us(self) -> float:
+        return float(np.median([s.no_op_us for s in self.steps])) if self.steps else 0.0
+
+    @property
+    def median_freed_in_stretches(self) -> float:
+        """Bytes freed in the long stretches with no op, median per step (nan without memory events)."""
+        return float(np.median([s.freed_in_stretches for s in self.steps])) if self.steps else float("nan")
+
+    @property
+    def median_longest_no_op_us(self) -> float:
+        return float(np.median([s.longest_no_op_us for s in self.steps])) if self.steps else 0.0
+
+    def median_step_sum(self, keep) -> float:
+        """The self time of the names ``keep(name)`` accepts, summed in each step: its median over the steps."""
+        rows = [us for n, us in self.by_step if keep(n)]
+        return float(np.median(np.sum(rows, axis=0))) if rows and self.steps else 0.0
+
+    @property
+    def dispatch_medians(self) -> tuple[OpTime, ...]:
+        """The dispatch holders by their median self time per step, heaviest first (``calls`` is over all
+        steps): the per-step figures the report prints, so one slow step is not read as the typical one."""
+        per = dict(self.dispatch_by_step)
+        rows = [OpTime(o.name, float(np.median(per[o.name])) if per.get(o.name) else 0.0, o.calls) for o in self.dispatch]
+        return tuple(sorted(rows, key=lambda r: -r.self_us))
 
     @property
     def median_compute_pct(self) -> float:
@@ -106,7 +148,8 @@ def compute_ops(*, is_op: np.ndarray, name: np.ndarray, names, dur: np.ndarray, 
 
 def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
                    parent: np.ndarray, step: np.ndarray, step_walls: list[float], thread: np.ndarray,
-                   step_threads: list) -> CpuWork | None:
+                   step_threads: list, ts: np.ndarray | None = None, step_starts: list | None = None,
+                   frees: tuple | None = None) -> CpuWork | None:
     """The split for every step, from the CPU call tree's columns (one row per CPU event).
 
     ``is_op`` marks op events (not annotations, runtime calls or Python frames); ``step`` is the
@@ -124,10 +167,47 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     sel = np.flatnonzero(compute)
     per_step_us = np.minimum(np.bincount(step[sel], weights=self_us[sel], minlength=nsteps), step_walls)
     per_step_calls = np.bincount(step[sel], minlength=nsteps)
-    steps = tuple(StepWork(float(w), float(c), int(k)) for w, c, k in zip(step_walls, per_step_us, per_step_calls))
+    gaps = _no_op(is_op & (step >= 0), ts, dur, step, step_starts, step_walls, frees) \
+        if ts is not None and step_starts else [(0.0, 0.0, float("nan"))] * nsteps
+    steps = tuple(StepWork(float(w), float(c), int(k), *g)
+                  for w, c, k, g in zip(step_walls, per_step_us, per_step_calls, gaps))
     ops = _by_name(sel, name, names, self_us)
     return CpuWork(steps, ops, _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True),
-                   _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else ())
+                   _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else (),
+                   _self_by_step(np.flatnonzero(step >= 0), name, names, self_us, step, nsteps),
+                   _self_by_step(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, step, nsteps))
+
+
+def _no_op(sel: np.ndarray, ts: np.ndarray, dur: np.ndarray, step: np.ndarray, starts: list, walls: list,
+           frees: tuple | None) -> list:
+    """Per step: (time with no op running on its thread, the longest such stretch, bytes freed in the
+    stretches of LONG_NO_OP_US or more: nan without ``frees``, the (times, bytes) of the memory frees)."""
+    out = []
+    for i, (start, wall) in enumerate(zip(starts, walls)):
+        mine = np.flatnonzero(sel & (step == i))
+        order = mine[np.argsort(ts[mine], kind="stable")]
+        stretches, edge = [], start
+        for a, d in zip(ts[order].tolist() + [start + wall], dur[order].tolist() + [0.0]):
+            if a > edge:
+                stretches.append((edge, a))
+            edge = max(edge, a + d)
+        lengths = [b - a for a, b in stretches]
+        freed = float("nan") if frees is None else float(sum(
+            -frees[1][(frees[0] >= a) & (frees[0] <= b)].sum() for a, b in stretches if b - a >= LONG_NO_OP_US))
+        out.append((float(sum(lengths)), float(max(lengths, default=0.0)), freed))
+    return out
+
+
+def _self_by_step(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray, step: np.ndarray,
+                  nsteps: int) -> tuple:
+    """(name, its self time in each step) for every name of the selected events (ProfilerStep#N as one)."""
+    grid = np.zeros((len(names), nsteps))
+    np.add.at(grid, (name[sel], step[sel]), self_us[sel])
+    merged: dict[str, np.ndarray] = {}
+    for i in np.unique(name[sel]).tolist():
+        key = STEP_LABEL if names[i].startswith("ProfilerStep#") else names[i]
+        merged[key] = merged.get(key, 0.0) + grid[i]
+    return tuple((n, tuple(float(x) for x in us)) for n, us in merged.items())
 
 
 def _one_op_per_step(sel: np.ndarray, name: np.ndarray, names: list, self_us: np.ndarray, step: np.ndarray,

@@ -15,14 +15,14 @@ from common.report import names as trace_names
 from common.report.tables import Tables
 from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
 from common.report.rules import Finding
-from common.report.step_series import breakdown_series, pair_series, spread_series
+from common.report.step_series import breakdown_series, pair_series, spread_series, spread_title
 from common.report.units import fmt_us
 
 TOP = 12  # bars in a top-N plot
 # the findings that judge what a plot shows, printed under it as well as among the findings: the regime
 # (or why it cannot be told) under the steps' breakdown, the steps' noise and a cold first step under the spread
 VERDICTS_UNDER = {"breakdown": ("overhead_bound", "compute_bound", "regime_cannot_tell"),
-                  "spread": ("noisy_steps", "cold_first_step")}
+                  "spread": ("noisy_steps", "cold_first_step", "first_recorded_step")}
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 980px;
        padding: 1.2em; color: #222; }
@@ -99,8 +99,8 @@ def spread_plot(t: Tables) -> Plot | None:
     if not rows:
         return None
     captions = {r.buckets.caption for r in rows if r.buckets.caption}
-    return spread("spread", "per-step times against their median: one slow step pulls the mean (dashed) away "
-                  "from the median", [(r.label, r.name, list(r.drawn_us), r.mean_us, r.median_us, r.steps) for r in rows],
+    return spread("spread", spread_title(rows),
+                  [(r.label, r.name, list(r.drawn_us), r.mean_us, r.median_us, r.steps) for r in rows],
                   "; ".join(sorted(captions)) or None)
 
 

@@ -5,6 +5,12 @@ few. Before a rule calls the first step "cold" or a comparison calls one run fas
 difference must stand clear of the spread the steps themselves show. When it does not, the
 report says the timings are too noisy to judge rather than give advice.
 
+The profiler's first recorded step is wider in every run, warmed up or not (1.4-3.2x on an H100,
+2-3x on a CPU): it is the first step with the profiler's callbacks on, so each event is recorded
+for the first time. It is a cold start only when it is also the workload's first call
+(:func:`first_recorded`). Steadiness is judged on the steps after it (:func:`steady`), and on a
+GPU run on the device time per step: a wider first step there is host-side.
+
 Pure functions over lists of durations (µs); no trace, no model.
 """
 
@@ -76,6 +82,58 @@ def first_vs_rest(durations: list[float]) -> FirstVsRest | None:
     if len(durations) < 2:
         return None
     return FirstVsRest(float(durations[0]), Spread(tuple(float(d) for d in durations[1:])))
+
+
+COLD, PROFILER, UNKNOWN = "cold start", "profiler's first step", "cannot tell"
+
+
+@dataclass(frozen=True)
+class FirstRecorded:
+    """What the first recorded step is, from what ran before it: ``number`` is its ProfilerStep#N
+    (the schedule's unrecorded wait and warmup steps ran the workload N times before it);
+    ``warmup_calls`` the un-profiled calls the lesson made before the profiler (None: the trace
+    does not say)."""
+
+    number: int | None
+    warmup_calls: int | None
+
+    @property
+    def calls_before(self) -> int | None:
+        """How many times the workload ran before the first recorded step (None: cannot tell)."""
+        if self.number is None:
+            return None
+        if self.warmup_calls is None:
+            return self.number if self.number > 0 else None
+        return self.number + self.warmup_calls
+
+    @property
+    def kind(self) -> str:
+        """COLD: the first recorded step is also the workload's first call (its one-time costs are in
+        it, with the profiler's own start); PROFILER: the workload ran before it, so its first call's
+        costs fell outside the window and a wider step is the profiler's first recorded one;
+        UNKNOWN: step #0 of a trace that does not say whether anything ran before the profiler."""
+        before = self.calls_before
+        return UNKNOWN if before is None else COLD if before == 0 else PROFILER
+
+
+def first_recorded(number: int | None, warmup_calls: int | None) -> FirstRecorded:
+    return FirstRecorded(number, warmup_calls)
+
+
+def steady(durations) -> Spread:
+    """The steps to judge steadiness (or compare runs) on: every step after the first recorded one,
+    which the profiler makes wider in every run (all the steps when there are fewer than three).
+    A comparison of two runs reads ``steady(a)`` against ``steady(b)`` (on GPU runs, the device
+    time per step), so neither run's profiler step reads as noise or as a slower run."""
+    values = tuple(float(d) for d in durations)
+    return Spread(values[1:] if len(values) >= 3 else values)
+
+
+def typical(spread: Spread) -> Spread:
+    """The steps that say whether a run is noisy: with five or more, all but the slowest (one slow
+    step moves neither the median nor the verdict; it is an outlier, not noise), else all of them."""
+    values = sorted(spread.values)
+    return Spread(tuple(values[:-1]) if len(values) >= 5 else tuple(values))
 
 
 @dataclass(frozen=True)

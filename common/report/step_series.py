@@ -155,6 +155,29 @@ def spread_series(t: Tables) -> tuple:
     return tuple(_spread_row(*s) for s in series)
 
 
+MEAN_AWAY = 1.2  # a mean this far from the median (either way): a few steps pull it away
+
+
+def spread_title(rows) -> str:
+    """The spread plot's title, as the series show it: which series a few slow steps pull the mean
+    (dashed) away from the median, or that mean and median agree (steps at 0.96/1.00/1.08 of their
+    median pull nothing)."""
+    def apart(values) -> bool:
+        mid = float(np.median(values)) if len(values) else 0.0
+        return mid > 0 and not 1 / MEAN_AWAY <= float(np.mean(values)) / mid <= MEAN_AWAY
+
+    away = [r.label + (" (its first step alone)"
+                       if r.buckets.size == 1 and len(r.drawn_us) > 2 and not apart(r.drawn_us[1:]) else "")
+            for r in rows if apart(r.drawn_us) if r.buckets.size == 1] + \
+        [r.label for r in rows if r.buckets.size > 1 and r.median_us > 0
+         and not 1 / MEAN_AWAY <= r.mean_us / r.median_us <= MEAN_AWAY]
+    if away:
+        return (f"per-step times against their median: slow steps pull the mean (dashed) away from the median in "
+                f"{', '.join(away)}")
+    worst = max((abs(r.mean_us / r.median_us - 1) for r in rows if r.median_us > 0), default=0.0)
+    return f"per-step times against their median: the mean (dashed) is within {100 * worst:.0f}% of the median"
+
+
 def _spread_row(label: str, name: str, values: list) -> SpreadRow:
     v = np.asarray(values, dtype=np.float64)
     buckets = buckets_of(v.size, MAX_POINTS // 2, "min and max per bucket")  # two points per bucket

@@ -22,6 +22,7 @@ from common.report import names as trace_names
 from common.report.calls import call_work
 from common.report.chains import phase_chains
 from common.report.cpu_work import CpuWork, split_cpu_work
+from common.report.first_step import FirstStepParts, first_step_parts
 from common.report.guessed import GuessCheck, check_guess
 from common.report.gpus import Gpu
 from common.report.header import Header, header_of
@@ -83,6 +84,7 @@ class Tables:
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
     launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
+    first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -128,7 +130,8 @@ def build_tables(m: Model) -> Tables:
         cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
                                   self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
                                   step_walls=[s.dur for s in m.steps], thread=cpu.thread,
-                                  step_threads=[s.tid for s in m.steps])
+                                  step_threads=[s.tid for s in m.steps], ts=cpu.ts,
+                                  step_starts=[s.start for s in m.steps], frees=_frees(m))
     rows = step_rows(m, per_step, gpu_union, aligned)
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_union))
@@ -145,7 +148,17 @@ def build_tables(m: Model) -> Tables:
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
-        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m))
+        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
+        first_step=first_step_parts(m))
+
+
+def _frees(m: Model):
+    """(times, bytes) of the CPU-side memory frees, or None for a trace without memory events."""
+    mem = m.mem
+    if not mem.n:
+        return None
+    sel = (mem.bytes < 0) & (mem.device_type == 0)
+    return mem.ts[sel], mem.bytes[sel]
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

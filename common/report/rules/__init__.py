@@ -10,7 +10,8 @@ The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or com
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
 the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
 CUDA graphs), :mod:`.phases` (per annotation), :mod:`.guess` (the lesson's guess against what ran),
-:mod:`.attention` (Part 3), :mod:`.memory` (allocations, --profile-memory); judgements several themes share are in :mod:`.judge`.
+:mod:`.attention` (Part 3), :mod:`.memory` (allocations, --profile-memory), :mod:`.first_step` (the profiler's
+first recorded step); judgements several themes share are in :mod:`.judge`, the per-step figures in :mod:`.per_step`.
 A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
 findings is decided.
 """
@@ -53,6 +54,7 @@ from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 from common.report.rules import memory  # noqa: E402
 from common.report.rules import roofline  # noqa: E402
+from common.report.rules import first_step  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -67,6 +69,7 @@ RULES: list = [
     overhead.many_calls,
     overhead.children_heavy,
     timeline.cold_first_step,
+    first_step.first_recorded_step,
     timeline.noisy_steps,
     timeline.annotation_gap,
     gemm.occupancy_query,

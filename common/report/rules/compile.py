@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from common.report import names as trace_names
-from common.report.aggregates import REGION
+from common.report.aggregates import COMPILE_FRAMES, FXGRAPH, REGION
 from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
@@ -38,16 +38,20 @@ def torch_compile(t: Tables):
                    dict(regions=info.regions, hashes=info.hashes, frames=info.frames, **ev))
 
 
+def _is_frame(name: str) -> bool:
+    return bool(REGION.match(name) or FXGRAPH.match(name)) or name in COMPILE_FRAMES
+
+
 def _frames_cost(t: Tables, nsteps: int) -> tuple[str, dict]:
     """The frames' own CPU per step, against the compute ops' own work per step on the CPU: words and evidence."""
     if not nsteps:
         return "", {}
-    per_step = t.compile.self_us / nsteps
+    work = t.cpu_work  # per step: medians over the steps (one slow step is not the typical cost)
+    per_step = work.median_step_sum(_is_frame) if work is not None and work.by_step else t.compile.self_us / nsteps
     ev = dict(frames_self_us_per_step=rounded(per_step))
-    words = f"; the frames' own CPU time (guards, wrappers, the graph's Python) is {fmt_us(per_step)} per step"
-    work = t.cpu_work
+    words = f"; the frames' own CPU time (guards, wrappers, the graph's Python) is {fmt_us(per_step)} per step (median)"
     if not t.has_gpu and work is not None and work.compute_ops:
-        compute = sum(s.compute_us for s in work.steps) / len(work.steps)
+        compute = work.median_compute_us
         ops = ", ".join(o.name for o in work.compute_ops[:2])
         words += f", against {fmt_us(compute)} of the compute ops' own work ({ops})"
         ev["compute_us_per_step"] = rounded(compute)

@@ -3,10 +3,8 @@ cold, the CPU work of the steady steps, the matmul rate a lesson's knobs give.""
 
 from __future__ import annotations
 
-import dataclasses
-
 from common.knobs import RunKnobs
-from common.report.steadiness import first_vs_rest
+from common.report.steadiness import COLD, FirstRecorded, first_recorded, first_vs_rest
 from common.report.tables import Tables
 
 
@@ -31,21 +29,44 @@ def warmup_hint(knobs: RunKnobs | None) -> str:
     return f"run it again with --warmup ({knobs.script}.py: un-profiled calls + synchronize before profiling){keep}"
 
 
-def cold_step(t: Tables):
-    """The first step against the others, when it is wider beyond the others' noise in a run that did
-    not warm up (None otherwise)."""
-    if not is_real_steps(t) or warmed_up(t):
+def first_step(t: Tables) -> FirstRecorded:
+    """What the first recorded step is: the workload's first call (a cold start), or a step after
+    the workload already ran (the schedule's unrecorded steps, the lesson's warm-up calls)."""
+    knobs = t.knobs
+    calls = None if knobs is None else (knobs.warmup_calls if knobs.warmup else 0)
+    return first_recorded(t.model.steps[0].number if t.model.steps else None, calls)
+
+
+def wide_first_step(t: Tables):
+    """The first recorded step against the others, when it is wider beyond the others' noise (None
+    otherwise), whatever made it wide: a cold start or the profiler's first recorded step."""
+    if not is_real_steps(t):
         return None
     cmp = first_vs_rest([s.dur for s in t.model.steps])
     return cmp if cmp is not None and cmp.beyond_noise else None
 
 
+def cold_step(t: Tables):
+    """The first step against the others, when it is wider beyond the others' noise and is the
+    workload's first call: no warm-up, no unrecorded schedule step before it (None otherwise)."""
+    return wide_first_step(t) if first_step(t).kind == COLD else None
+
+
 def steady_work(t: Tables):
-    """The CPU work split of a CPU-only trace over its steady steps (without a cold first step)."""
+    """The CPU work split of a CPU-only trace over its steady steps (without a wide first step: a
+    cold start or the profiler's first recorded step)."""
     work = t.cpu_work
     if t.has_gpu or work is None or not is_real_steps(t):
         return None
-    return dataclasses.replace(work, steps=work.steps[1:]) if cold_step(t) is not None else work
+    return work.without_first() if wide_first_step(t) is not None else work
+
+
+def step_times(t: Tables) -> tuple[str, list]:
+    """What steadiness is judged on: on a GPU run the device time each step launched (the host's step
+    times carry the profiler's first step and the launch overhead), on a CPU run the step wall times."""
+    if t.has_gpu:
+        return "device time", [r.device_us for r in t.step_rows]
+    return "wall time", [s.dur for s in t.model.steps]
 
 
 MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # the ops whose own time is the matmul's
@@ -53,15 +74,15 @@ MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # the op
 
 def matmul_gflops(t: Tables) -> float | None:
     """The rate of the workload's matmul arithmetic: its FLOPs per step (the lesson's knobs say) over
-    the matmul ops' own time per step (their self time over the window's steps), when the trace
-    has those ops."""
+    the matmul ops' own time in a typical step (the median over the steady steps, so a cold first
+    call or one stalled step is not read as the machine's speed), when the trace has those ops."""
     knobs, work = t.knobs, steady_work(t)
     if knobs is None or not knobs.matmul_flops_per_step or work is None:
         return None
-    own_us = sum(o.self_us for o in t.cpu_work.compute_ops if o.name in MATMUL_OPS)
+    own_us = work.median_step_sum(lambda name: name in MATMUL_OPS) if work.by_step else 0.0
     if own_us <= 0:
         return None
-    return knobs.matmul_flops_per_step * len(t.cpu_work.steps) / own_us / 1e3
+    return knobs.matmul_flops_per_step / own_us / 1e3
 
 
 def plausible_floor(t: Tables) -> float:

@@ -10,6 +10,7 @@ from common.report.model import STEP_RE
 from common.report.rules import advice
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
+from common.report.rules.per_step import around, dispatch_text, ops_per_call, outlier_note
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -105,21 +106,9 @@ def _cpu_work_evidence(t: Tables) -> dict:
                 compute_pct=rounded(w.median_compute_pct), compute_per_call_us=rounded(w.per_call_us),
                 compute_calls_per_step=rounded(w.median_calls),
                 compute_ops={o.name: dict(calls=o.calls, per_call_us=rounded(o.per_call_us)) for o in w.compute_ops[:8]},
-                dispatch_per_step_us={o.name: rounded(o.self_us / len(t.cpu_work.steps)) for o in w.dispatch[:8]},
+                dispatch_per_step_us={o.name: rounded(o.self_us) for o in w.dispatch_medians[:8]},  # medians
                 matmul_gflops=rounded(matmul_gflops(t), 2), verdict_compute_pct=rounded(_read_pct(t)),
                 per_step_compute_pct=[rounded(s.compute_pct) for s in w.steps])
-
-
-def _ops_per_call(ops, n: int = 3) -> str:
-    """``aten::mm 30 µs/call, aten::add 4.0 µs/call``."""
-    return ", ".join(f"{o.name} {fmt_us(o.per_call_us)}/call" for o in ops[:n]) + (
-        f" and {len(ops) - n} more" if len(ops) > n else "")
-
-
-def _dispatch_text(t: Tables, n: int = 3) -> str:
-    """The biggest holders of the dispatch time, per step: ``ProfilerStep (...) 12 µs, matmul_add 10 µs``."""
-    w = t.cpu_work  # totals over every step
-    return ", ".join(f"{o.name} {fmt_us(o.self_us / len(w.steps))}" for o in w.dispatch[:n])
 
 
 def _analogue(t: Tables, size: int) -> str:
@@ -133,9 +122,9 @@ def _cpu_overhead_bound(t: Tables):
         return None
     w, pct = steady_work(t), _read_pct(t)
     return Finding("overhead_bound", f"overhead-bound{_analogue(t, 64)}: in the fastest "
-                   f"steps the compute ops' own work is {pct:.0f}% of a step ({_ops_per_call(w.compute_ops)}"
-                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is dispatch around them (per step: "
-                   f"{_dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
+                   f"steps the compute ops' own work is {pct:.0f}% of a step ({ops_per_call(w.compute_ops, t=t)}"
+                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is {around(t)} (per step, medians: "
+                   f"{dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    f"tensors) or make fewer calls ({advice.fuse_ops(t, 'torch.compile fuses ops')}); on a GPU this is "
                    "the run where the GPU idles",
@@ -147,8 +136,8 @@ def _cpu_compute_bound(t: Tables):
         return None
     w, pct = steady_work(t), _read_pct(t)
     return Finding("compute_bound", f"compute-bound{_analogue(t, 4096)}: in the fastest steps "
-                   f"{pct:.0f}% of a step is the compute ops' own work ({_ops_per_call(w.compute_ops)}{_rate_text(t)}); "
-                   f"the dispatch around them is {100 - pct:.0f}%; a step takes {fmt_us(w.median_wall_us)} (median)",
+                   f"{pct:.0f}% of a step is the compute ops' own work ({ops_per_call(w.compute_ops, t=t)}{_rate_text(t)}); "
+                   f"the other {100 - pct:.0f}% is {around(t)}; a step takes {fmt_us(w.median_wall_us)} (median)",
                    "the arithmetic itself is the cost: less of it, or a faster kernel for this shape and dtype, helps; "
                    "cutting dispatch overhead would not",
                    _cpu_work_evidence(t), spans=_every_step(t))
@@ -215,19 +204,25 @@ def hotspot_op(t: Tables):
                        "look at its shapes (record_shapes=True) and the kernels it picks",
                        dict(op=top.name, share_pct=rounded(share), self_device_us=rounded(top.self_device_us),
                             calls=top.calls))
-    total = sum(o.self_cpu_us for o in ops)
-    top = max(ops, key=lambda o: o.self_cpu_us)
-    if total <= 0 or top.self_cpu_us < 0.25 * total or top.self_cpu_us < 0.05 * t.window_us:
+    work = steady_work(t)
+    if work is None or not work.by_step:
+        return None
+    typical = sorted(((o, work.median_per_step(o.name)) for o in ops), key=lambda x: -x[1])
+    total = sum(us for _, us in typical)
+    top, top_us = typical[0]
+    if total <= 0 or top_us < 0.25 * total or top_us < 0.05 * work.median_wall_us:
         return None  # (a few µs of ops in a long window, e.g. a trace of annotations, is no hotspot)
-    share = 100 * top.self_cpu_us / total
-    per_call = top.self_cpu_us / max(top.calls, 1)
+    share = 100 * top_us / total
+    calls = top.calls / max(len(t.model.steps), 1)
     hint = {"overhead": "each call is short: bigger batches or fewer calls amortise the dispatch",
             "compute": "its own work is the cost: less arithmetic or a faster kernel for this shape and dtype"}.get(
         _cpu_regime(t), "look at its shapes (record_shapes=True) and how often it is called")
-    return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time "
-                   f"({fmt_us(top.self_cpu_us)} in {top.calls:,} calls, {fmt_us(per_call)} per call)",
+    return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time in a step "
+                   f"({fmt_us(top_us)} per step, {calls:,.0f} call{'s' if calls != 1 else ''}; medians over "
+                   f"{len(work.steps)} steps){outlier_note(t, top)}",
                    hint,
-                   dict(op=top.name, share_pct=rounded(share), self_cpu_us=rounded(top.self_cpu_us), calls=top.calls))
+                   dict(op=top.name, share_pct=rounded(share), self_cpu_us_per_step=rounded(top_us),
+                        self_cpu_us=rounded(top.self_cpu_us), calls=top.calls))
 
 
 def many_calls(t: Tables):

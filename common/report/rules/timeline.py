@@ -1,6 +1,7 @@
-"""Rules on the timeline: a cold first step, noisy steps, the annotation's cold-start gap, the
-profiler's buffer requests (and why a CPU trace has none), a gap between kernels, a kernel (on the
-CPU: an op) timing differently across steps, the final synchronize."""
+"""Rules on the timeline: a cold first step (the workload's first call; the profiler's first recorded
+step is :mod:`.first_step`'s), noisy steps, the annotation's cold-start gap, the profiler's buffer
+requests (and why a CPU trace has none), a gap between kernels and what the CPU did meanwhile, a
+kernel (on the CPU: an op) timing differently across steps, the final synchronize."""
 
 from __future__ import annotations
 
@@ -8,25 +9,33 @@ import statistics
 
 from common.report import names as trace_names
 from common.report.rules import Finding, in_window
-from common.report.rules.judge import cold_step, implausibly_slow, is_real_steps, matmul_gflops, warmed_up, warmup_hint
-from common.report.steadiness import WIDER_RATIO, Spread, first_vs_rest
+from common.report.rules.first_step import others_label, times, what_it_holds
+from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, matmul_gflops,
+                                      step_times, warmed_up)
+from common.report.steadiness import COLD, PROFILER, WIDER_RATIO, first_vs_rest, steady, typical
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
 
 def cold_first_step(t: Tables):
-    """First ProfilerStep much wider than the rest: cold-start overhead (workspace allocation,
-    cuBLAS heuristics, lazy module loading). Add warmup iterations and/or the schedule's warmup.
-    Never advised to a run that already warmed up, nor when the step is wider only within the
-    steps' own noise (noisy_steps says so instead)."""
+    """The first recorded step much wider than the rest when it is the workload's first call (no
+    warm-up, no unrecorded wait/warmup step before it: ``--schedule 0,0,N``): the cold start
+    (workspaces, BLAS/cuBLAS setup, lazy module loading), with the profiler's own start on top. Paid
+    once; the default schedule's wait step (or --warmup) keeps it out of the profiled steps. A wider
+    first step after the workload already ran is the profiler's (first_recorded_step), never this."""
     cmp = cold_step(t)
     if cmp is None:
         return None
-    rest = cmp.rest
-    others = f"{t.step_label(1)}..{t.step_label(len(t.model.steps) - 1)}" if len(t.model.steps) > 2 else t.step_label(1)
-    return Finding("cold_first_step", f"cold first step: {t.step_label(0)} took {fmt_us(cmp.first)}, {cmp.ratio:.1f}x the "
-                   f"median {fmt_us(rest.median)} of {others} (they range {fmt_us(rest.low)} to {fmt_us(rest.high)})",
-                   warmup_hint(t.knobs),
+    rest, label = cmp.rest, t.step_label(0)
+    holds = what_it_holds(t)
+    return Finding("cold_first_step", f"cold start: {label} is the workload's first call (nothing ran it before the "
+                   f"profiler) and took {fmt_us(cmp.first)}, {times(cmp.ratio)} the median {fmt_us(rest.median)} of "
+                   f"{others_label(t)} (they range {fmt_us(rest.low)} to {fmt_us(rest.high)})"
+                   + (f"; {holds}" if holds else "") + "; the profiler's own start is in it too (every run records its "
+                   "first step wider)",
+                   "one-time costs of the first call, paid once: the default schedule runs them in its unrecorded "
+                   "wait step (and --warmup before the profiler), so the profiled steps show the steady cost; "
+                   "neither removes them",
                    dict(first_step=t.model.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
                         others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
                         warmed_up=warmed_up(t) if t.knobs else None), level="warn",
@@ -34,48 +43,50 @@ def cold_first_step(t: Tables):
 
 
 def noisy_steps(t: Tables):
-    """Step times that differ more than 2x from step to step: too noisy to judge a cold start or a
-    slower step on this machine (a busy CPU, another process). Profile more active steps, on an idle
-    machine, and read the median, not the mean."""
+    """Step times that differ more than 2x from step to step (after the first recorded step, which
+    the profiler makes wider in every run; on a GPU run, the device time per step): too noisy to judge
+    a slower step or a cold start on this machine (a busy CPU, another process). Profile more active
+    steps, on an idle machine, and read the median, not the mean."""
     if not is_real_steps(t):
         return None
-    durs = [s.dur for s in t.model.steps]
-    cold = cold_step(t) is not None
-    judged = Spread(tuple(durs[1:] if cold else durs))
-    cmp = first_vs_rest(durs)
-    first_in_noise = cmp is not None and cmp.wider and not cmp.beyond_noise and not warmed_up(t)
+    what, durs = step_times(t)
+    after_first = steady(durs)
+    judged = after_first if typical(after_first).noisy else typical(after_first)  # one slow step is no noise
+    skip = len(durs) - len(after_first.values)
+    cmp = first_vs_rest([s.dur for s in t.model.steps])
+    first_in_noise = first_step(t).kind == COLD and cmp is not None and cmp.wider and not cmp.beyond_noise
     busy = implausibly_slow(t)
     if not judged.noisy and not first_in_noise and not busy:
         return None
-    which = "the steps after the cold first one" if cold else "the steps"
-    parts = [f"{which} take {fmt_us(judged.low)} to {fmt_us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x apart, "
-             f"median {fmt_us(judged.median)}): too noisy to judge step-to-step differences"]
+    which = f"the steps' {what} after the first recorded step" if skip else f"the steps' {what}"
+    parts = [f"{which} is {fmt_us(judged.low)} to {fmt_us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x "
+             f"apart, median {fmt_us(judged.median)}): too noisy to judge step-to-step differences"]
     if busy:
         parts = [f"the matmul arithmetic ran at {matmul_gflops(t) * 1e3:,.0f} MFLOP/s, far slower than any CPU "
                  "multiplies matrices: the machine was busy (other programs, more threads than cores), so these "
                  "timings cannot tell overhead-bound from compute-bound"] + (parts if judged.noisy else [])
     if first_in_noise:
-        parts.append(f"{t.step_label(0)} is {cmp.ratio:.1f}x the others' median, but they vary as much: "
-                     "no telling a cold start from noise")
-    elif warmed_up(t):
-        parts.append("the run was warmed up (--warmup), so a wide step is noise (the machine, the profiler), "
-                     "not a cold start")
+        parts.append(f"{t.step_label(0)} (the workload's first call) is {cmp.ratio:.1f}x the others' median, but "
+                     "they vary as much: no telling its cold start from noise")
     hint_steps = " (--schedule 1,1,10)" if t.knobs else ""
     return Finding("noisy_steps", "; ".join(parts),
                    f"profile more active steps{hint_steps} on an idle machine"
                    + (" (or with OMP_NUM_THREADS=1 beside other work)" if busy else "") + " and compare medians, not means",
-                   dict(steps_us=[rounded(d) for d in durs], judged_from=1 if cold else 0, median_us=rounded(judged.median),
-                        max_over_min=rounded(judged.high / max(judged.low, 1e-9), 2)), level="note",
+                   dict(steps_us=[rounded(d) for d in durs], judged_on=what, judged_from=skip,
+                        median_us=rounded(judged.median), max_over_min=rounded(judged.high / max(judged.low, 1e-9), 2)),
+                   level="note",
                    spans=in_window(t, [(s.start, s.dur) for s in
-                                       sorted(t.model.steps[1 if cold else 0:], key=lambda s: -s.dur)[:1]]))
+                                       sorted(t.model.steps[skip:], key=lambda s: -s.dur)[:1]]))
 
 
 def annotation_gap(t: Tables):
-    """Big gap between record_function("...") start and the first aten::* inside it: the same
-    cold-start tax, zoomed in. The annotation entered, but the dispatch hadn't happened yet.
-    Not reported for a run that warmed up, nor when the first gap is inside the others' noise."""
+    """Big gap between record_function("...") start and the first aten::* inside it in a cold first
+    step (the workload's first call): the cold-start tax, zoomed in. The annotation entered, but the
+    dispatch hadn't happened yet. Not reported when the workload ran before the first recorded step
+    (the profiler's first step widens the gap in every run: first_recorded_step says so), nor when
+    the first gap is inside the others' noise."""
     rows = [(i, r) for i, r in enumerate(t.step_rows) if r.annotation_gap_us is not None]
-    if len(rows) < 2 or rows[0][0] != 0 or warmed_up(t):
+    if len(rows) < 2 or rows[0][0] != 0 or cold_step(t) is None:
         return None
     cmp = first_vs_rest([r.annotation_gap_us for _, r in rows])
     if cmp is None or not cmp.beyond_noise or cmp.ratio < 2:
@@ -85,9 +96,10 @@ def annotation_gap(t: Tables):
     start = t.first_annotation_start_us  # the gap, drawn: from the annotation's start to its first op
     per = ", ".join(f"{t.step_label(i)} {fmt_us(r.annotation_gap_us)}" for i, r in rows[:6])
     return Finding("annotation_gap", f"record_function gap: '{r0.annotation}' starts {fmt_us(cmp.first)} before its "
-                   f"first op ({r0.first_op}) in {t.step_label(0)}, vs {fmt_us(cmp.rest.median)} in the other steps "
-                   f"({per})",
-                   "the cold-start tax again: " + warmup_hint(t.knobs),
+                   f"first op ({r0.first_op}) in {t.step_label(0)}, the workload's first call, vs "
+                   f"{fmt_us(cmp.rest.median)} in the other steps ({per})",
+                   "the cold start, zoomed in: the first call's one-time work before its first op is dispatched "
+                   "(the profiler's first recorded step widens it too)",
                    dict(annotation=r0.annotation, first_op=r0.first_op,
                         gaps_us=gaps), level="warn",
                    spans=in_window(t, [(start, gaps[t.model.steps[0].name])] if start is not None else []))
@@ -124,16 +136,19 @@ def activity_buffer_request(t: Tables):
     return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
                    f"{fmt_us(total)} in total; the first at +{fmt_us(first.start_us)} ({fmt_us(first.dur_us)})"
                    + (f", in steps {', '.join(where)}" if where else ""),
-                   "the profiler's own buffer management, not your code: "
-                   + ("profile more steps to see it only once" if warmed_up(t) else
-                      "profile a warmed-up loop, or more steps to see it only once"),
+                   "the profiler's own buffer management, not your code, warmed up or not: a schedule warmup step "
+                   "(the default 1,1,3) starts the profiler before the recorded steps; more steps show it only once",
                    dict(count=len(reqs), total_us=rounded(total), first_at_us=rounded(first.start_us), steps=where),
                    spans=in_window(t, sorted((r.start_us, r.dur_us) for r in reqs)))
 
 
 def kernel_gap(t: Tables):
-    """A gap between two kernels in a single step: likely another buffer request mid-execution.
-    Confirm by running more iterations: if it appears only once, it's the profiler, not your code."""
+    """A gap between two kernels in a single step, with what the CPU was doing meanwhile: when the
+    next kernel's launch began inside the gap, the GPU waited for the CPU (the op and runtime call
+    running then, from the trace: a first call's one-time work, a slow launcher); when the work was
+    queued before the gap, the device side idled (the posts' buffer request shows there as an
+    overlapping Activity Buffer Request). Run more active steps: once is a one-time cost or the
+    profiler, every step is your code."""
     if not t.has_gpu or not is_real_steps(t):
         return None
     best = t.kernel_gaps
@@ -146,13 +161,43 @@ def kernel_gap(t: Tables):
     if g < 20 or g < 3 * max(med, 1.0):
         return None
     overlap = list(gap.overlapping)
-    over = f"; overlapping {overlap[0]}" if overlap else ""
+    over = f"; overlapping {', '.join(overlap)}" if overlap else ""
+    why, hint = _gap_story(t, i, gap)
     return Finding("kernel_gap", f"GPU gap: {fmt_us(g)} idle between two kernels inside {t.step_label(i)} "
-                   f"(at +{fmt_us(gap.start_us)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}",
-                   "run more active steps: if it appears once it is the profiler (buffer request), not your code",
+                   f"(at +{fmt_us(gap.start_us)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}; "
+                   f"{why}", hint,
                    dict(step=t.model.steps[i].name, gap_us=rounded(g), at_us=rounded(gap.start_us),
-                        median_other_steps_us=rounded(med), overlapping=overlap),
+                        median_other_steps_us=rounded(med), overlapping=overlap, **_cause_evidence(gap.cause)),
                    spans=in_window(t, [(rounded(gap.start_us), rounded(g))]))
+
+
+def _cause_evidence(cause) -> dict:
+    c = cause
+    return dict(next_event=c and c.next_event, launch=c and c.launch, launching_op=c and c.op,
+                launched_into_gap_us=c and rounded(c.late_us), cpu_during_gap={n: rounded(u) for n, u in (c.busy if c else ())})
+
+
+def _gap_story(t: Tables, step: int, gap) -> tuple[str, str]:
+    """What the CPU was doing during the gap (the message's end) and what to make of it (the hint)."""
+    cause = gap.cause
+    once = "run more active steps: a gap that shows once is a one-time cost or the profiler, one in every step is the code"
+    if cause is None or cause.launch is None:
+        return ("the trace does not link the work after the gap to a launch: cannot tell what held it", once)
+    busy = ", ".join(f"{n} {fmt_us(us)}" for n, us in cause.busy)
+    nxt = trace_names.short_name(cause.next_event, 50)
+    if cause.cpu_late:
+        call = f"; the launch call itself took {fmt_us(cause.launch_us)}" if cause.launch_us > 0.25 * gap.gap_us else ""
+        first = (f" ({t.step_label(step)} is the workload's first call: one-time work, paid once)"
+                 if step == 0 and cold_step(t) is not None else "")
+        return (f"the GPU waited for the CPU: {nxt} was launched ({cause.launch} in {cause.op}, which took "
+                f"{fmt_us(cause.op_us)}) "
+                f"{fmt_us(cause.late_us)} into the gap{call}; meanwhile the CPU ran {busy}",
+                f"the CPU launching late set this gap, not the GPU nor the profiler's buffer{first}; {once}")
+    if "Activity Buffer Request" in gap.overlapping:
+        return (f"{nxt} was launched before the gap opened, and the profiler's Activity Buffer Request overlaps it",
+                "the profiler's own buffer request (P1.8): if it appears once, it is the profiler, not your code")
+    return (f"{nxt} was launched before the gap opened ({cause.launch} in {cause.op}): the GPU idled on the device "
+            "side, and the trace names nothing there", once)
 
 
 def kernel_time_spread(t: Tables):
@@ -180,7 +225,7 @@ def kernel_time_spread(t: Tables):
     return Finding("kernel_time_spread", f"{trace_names.short_name(k.name, 60)} times differently across steps: {per_txt} "
                    f"(max/min {ratio:.1f}x); mean {fmt_us(k.mean_us)} vs median {fmt_us(k.median_us)} per call",
                    "clocks, thermals and driver housekeeping move single runs: read the trace and the median, "
-                   "not the mean; " + ("profile more steps" if warmed_up(t) else "warm up and profile more steps"),
+                   "not the mean; profile more steps",
                    dict(kernel=k.name, per_step_us=[rounded(us) for us in per], max_over_min=rounded(ratio, 2),
                         mean_us=rounded(k.mean_us), median_us=rounded(k.median_us), others=len(hits) - 1))
 
@@ -207,7 +252,9 @@ def op_time_spread(t: Tables):
     if median <= 0:
         return None
     slow = sorted((i for i, u in enumerate(us) if u > WIDER_RATIO * median), key=lambda i: -us[i])
-    slow_txt = ", ".join(f"{t.step_label(i)} {fmt_us(us[i])}" for i in slow[:3]) + (" ..." if len(slow) > 3 else "")
+    first = {COLD: ": the workload's first call", PROFILER: ": the profiler's first recorded step"}.get(first_step(t).kind, "")
+    slow_txt = ", ".join(f"{t.step_label(i)} {fmt_us(us[i])}{first if i == 0 else ''}" for i in slow[:3]) + \
+        (" ..." if len(slow) > 3 else "")
     seen = (f"{op}'s own time per step over {len(us)} steps: median {fmt_us(median)}, mean {fmt_us(mean)}, "
             f"from {fmt_us(min(us))} to {fmt_us(max(us))}")
     misleads = mean > MEAN_MISLEADS * median
@@ -232,12 +279,15 @@ def buffer_request_gpu_only(t: Tables):
     knobs = t.knobs
     if t.has_gpu or knobs is None or knobs.schedule.wait or knobs.schedule.warmup or not is_real_steps(t):
         return None
-    cmp = cold_step(t)
+    cmp, kind = cold_step(t), first_step(t).kind
     if cmp is not None:
-        shows = f"what this cold window does show is its first step, {t.step_label(0)} at {cmp.ratio:.1f}x the others' median"
+        shows = (f"what this cold window does show is its first step, {t.step_label(0)}, the workload's first call, "
+                 f"at {times(cmp.ratio)} the others' median")
+    elif kind == COLD:
+        shows = "its first step, the workload's first call, is not wider than the others beyond their noise"
     else:
-        shows = ("its first step is not wider than the others beyond their noise" if not warmed_up(t) else
-                 "and the lesson warmed up before profiling, so its first step is not cold")
+        shows = ("the lesson warmed up before profiling, so its first step is not the workload's first call: "
+                 "only the profiler's first recorded step")
     return Finding("buffer_request_gpu_only", f"schedule wait={knobs.schedule.wait}, warmup={knobs.schedule.warmup} on the "
                    "CPU: no Activity Buffer Request here, as expected: it is an event of the GPU lane (the profiler's "
                    f"CUDA side filling its buffer, P1.8), and a CPU trace has no GPU lane; {shows}",
