@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from common.commands import display_path
 from common.report import names as trace_names
-from common.report.compare_rows import device_changes, judged_steps, op_changes
+from common.report.compare_rows import device_changes, differing, judged_steps, op_changes
 from common.report.control import cpu_control, device_control, judge
 from common.report.tables import Tables
 from common.report.units import fmt_us, json_ready
@@ -141,7 +141,7 @@ def device_work_rows(c: dict, width: int = 34) -> list[list[str]]:
         for r in k[key][:most]:
             name = r["name"]
             if key == "changed":
-                differs = f" ({' '.join(_tokens(name, r['b_name']))} → {' '.join(_tokens(r['b_name'], name))})"
+                differs = f" ({' '.join(differing(name, r['b_name']))} → {' '.join(differing(r['b_name'], name))})"
                 name = trace_names.short_name(name, max(width - len(differs), 12)) + differs
             else:
                 name = trace_names.short_name(name, width)
@@ -150,12 +150,6 @@ def device_work_rows(c: dict, width: int = 34) -> list[list[str]]:
                         fmt_us(r["b_per_step_us"]) if r["b_calls_per_step"] else "-",
                         _change(r["a_per_step_us"], r["b_per_step_us"])])
     return out
-
-
-def _tokens(name: str, other: str) -> list[str]:
-    """The underscore-separated parts of ``name`` that ``other`` lacks."""
-    theirs = set(other.split("_"))
-    return [p for p in name.split("_") if p not in theirs]
 
 
 def op_rows(c: dict, with_device: bool, most: int = 12) -> list[list[str]]:

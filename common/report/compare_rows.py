@@ -116,7 +116,11 @@ def device_changes(a: Tables, b: Tables) -> dict:
     """The device work side by side: ``both`` (same name in both runs), ``changed`` (a GEMM renamed only
     in its flags: ``name`` is A's, ``b_name`` B's), ``only_a`` (gone) and ``only_b`` (new), each row with
     its kind, calls and time per step (medians over the judged steps), heaviest first."""
-    da, db = device_series(a), device_series(b)
+    return device_changes_between(device_series(a), device_series(b))
+
+
+def device_changes_between(da: dict, db: dict) -> dict:
+    """:func:`device_changes` over two runs' :func:`device_series`."""
     only_a = [n for n in da if n not in db]
     only_b = [n for n in db if n not in da]
     changed = []
@@ -140,7 +144,11 @@ def op_changes(a: Tables, b: Tables) -> list[dict]:
     whose device time per step (the work it launched itself) changed by more than a tenth: calls, CPU
     time and device time per step in A and B, the biggest change in time first (``time``: which of the
     two, device on GPU traces). An op's CPU time alone, which the host's load moves, does not list it."""
-    oa, ob = op_series(a), op_series(b)
+    return op_changes_between(op_series(a), op_series(b), a.has_gpu and b.has_gpu)
+
+
+def op_changes_between(oa: dict, ob: dict, gpu: bool) -> list[dict]:
+    """:func:`op_changes` over two runs' :func:`op_series` (``gpu``: both runs have a device lane)."""
     rows = []
     for name in list(oa) + [n for n in ob if n not in oa]:
         ca, da = oa.get(name, (None, None))
@@ -148,11 +156,17 @@ def op_changes(a: Tables, b: Tables) -> list[dict]:
         row = dict(name=name, a_calls_per_step=ca.calls_per_step if ca else 0.0,
                    b_calls_per_step=cb.calls_per_step if cb else 0.0,
                    a_cpu_us=ca.us_per_step if ca else 0.0, b_cpu_us=cb.us_per_step if cb else 0.0,
-                   a_device_us=da.us_per_step if da else (0.0 if a.has_gpu else None),
-                   b_device_us=db.us_per_step if db else (0.0 if b.has_gpu else None))
-        key = "device" if a.has_gpu and b.has_gpu else "cpu"
+                   a_device_us=da.us_per_step if da else (0.0 if gpu else None),
+                   b_device_us=db.us_per_step if db else (0.0 if gpu else None))
+        key = "device" if gpu else "cpu"
         ta, tb = row[f"a_{key}_us"], row[f"b_{key}_us"]
         moved = key == "device" and abs(tb - ta) > 0.1 * max(ta, tb) and abs(tb - ta) >= 1.0
         if row["a_calls_per_step"] != row["b_calls_per_step"] or moved:
             rows.append(dict(row, time=key))
     return sorted(rows, key=lambda r: -abs(r[f"b_{r['time']}_us"] - r[f"a_{r['time']}_us"]))
+
+
+def differing(name: str, other: str) -> list[str]:
+    """The underscore-separated parts of ``name`` that ``other`` lacks (``bz`` of a GEMM renamed ``badd``)."""
+    theirs = set(other.split("_"))
+    return [p for p in name.split("_") if p not in theirs]

@@ -63,7 +63,7 @@ class Control:
                     ratio=self.ratio, moved=self.moved)
 
 
-def _control(unit: str, sa: dict, sb: dict) -> Control | None:
+def control_of(unit: str, sa: dict, sb: dict) -> Control | None:
     """The names in both with as many calls per step (the median over the judged steps), summed per step."""
     same = [n for n in sa if n in sb and sa[n].calls_per_step == sb[n].calls_per_step > 0]
     if not same:
@@ -80,11 +80,11 @@ def device_control(a: Tables, b: Tables) -> Control | None:
     """The kernels, memcpys and memsets that ran unchanged in both runs (None: none, or too little)."""
     if not (a.has_gpu and b.has_gpu):
         return None
-    return _control("device event", {n: s for n, (_, s) in device_series(a).items()},
-                    {n: s for n, (_, s) in device_series(b).items()})
+    return control_of("device event", {n: s for n, (_, s) in device_series(a).items()},
+                      {n: s for n, (_, s) in device_series(b).items()})
 
 
-def _own_cpu(t: Tables) -> dict:
+def own_cpu(t: Tables) -> dict:
     """{op: Series} of each op's own CPU time (its children left out) in the judged steps."""
     m = t.model
     cpu = m.cpu
@@ -95,7 +95,7 @@ def _own_cpu(t: Tables) -> dict:
 
 def cpu_control(a: Tables, b: Tables) -> Control | None:
     """The ops that ran in both runs as many times per step, by their own CPU time (None: none, or too little)."""
-    return _control("op", _own_cpu(a), _own_cpu(b))
+    return control_of("op", own_cpu(a), own_cpu(b))
 
 
 def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_control: bool) -> dict:

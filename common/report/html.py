@@ -130,13 +130,13 @@ def _phases_table(t: Tables) -> str:
         return ""
     rows = []
     for p in t.phases:
-        row = [p.name, f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        device = [fmt_us(p.device_median_us) if p.device_median_us is not None else "-"] if t.has_gpu else []
+        row = [p.name, f"{p.calls:,}", *device, fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
         if t.has_gpu:
-            row += [f"{p.kernels_per_call:,.0f}", fmt_us(p.device_us_per_call),
-                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+            row += [f"{p.kernels_per_call:,.0f}", f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
         rows.append(row)
-    head = ["annotation", "calls", "mean wall", "ops per call"] + (
-        ["kernels per call", "device time per call", "GPU busy"] if t.has_gpu else [])
+    head = ["annotation", "calls"] + (["device time per call (median call)"] if t.has_gpu else []) + [
+        "CPU wall per call (mean)", "ops per call"] + (["kernels per call", "GPU busy"] if t.has_gpu else [])
     return "<h2>Annotations (per call)</h2>" + _table(head, rows)
 
 
