@@ -7,6 +7,8 @@ difference elsewhere is called a result.
   times per step, in both runs (their summed time per step).
 - CPU time: every op that ran in both runs as many times per step (its own CPU time, children left
   out, so that a changed child does not move it).
+- Neither when the lessons' knobs say the runs had different shapes (or dtype, or device): then the
+  same name is not the same work.
 
 The control moved when its median per step differs by more than CONTROL_TOLERANCE between the runs:
 then "cannot tell: the machine changed between the runs". A run's steps judge the result when every
@@ -76,9 +78,18 @@ def control_of(unit: str, sa: dict, sb: dict) -> Control | None:
     return Control(unit, tuple(same), a, b)
 
 
+def same_workload(a: Tables, b: Tables) -> bool:
+    """Whether the same op or kernel name can be the same work in both runs: not when the lessons' knobs
+    say the runs had different shapes, dtypes or devices (a trace without knobs cannot tell: its names count)."""
+    ka, kb = a.knobs, b.knobs
+    if ka is None or kb is None:
+        return True
+    return (tuple(ka.shape), ka.dtype, ka.device) == (tuple(kb.shape), kb.dtype, kb.device)
+
+
 def device_control(a: Tables, b: Tables) -> Control | None:
     """The kernels, memcpys and memsets that ran unchanged in both runs (None: none, or too little)."""
-    if not (a.has_gpu and b.has_gpu):
+    if not (a.has_gpu and b.has_gpu and same_workload(a, b)):
         return None
     return control_of("device event", {n: s for n, (_, s) in device_series(a).items()},
                       {n: s for n, (_, s) in device_series(b).items()})
@@ -95,6 +106,8 @@ def own_cpu(t: Tables) -> dict:
 
 def cpu_control(a: Tables, b: Tables) -> Control | None:
     """The ops that ran in both runs as many times per step, by their own CPU time (None: none, or too little)."""
+    if not same_workload(a, b):
+        return None
     return control_of("op", own_cpu(a), own_cpu(b))
 
 
@@ -109,8 +122,8 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
     if why is None and control is not None and control.moved:
         why = f"the machine changed between the runs: {control.text()}"
     if why is None and control is None and needs_control:
-        why = ("no work ran unchanged in both runs (the same op, as many calls per step), so nothing tells a "
-               "change in the code from a busier machine")
+        why = ("no work ran unchanged in both runs (the same op, as many calls per step, on the same shapes), so "
+               "nothing tells a change in the code from a busier machine")
     medians = f"{fmt_us(a.median)} vs {fmt_us(b.median)}"
     if why is not None:
         verdict = f"{what} per step: cannot tell which run is faster: {why} (medians A vs B: {medians})"
