@@ -132,7 +132,7 @@ def _work_line(c: dict) -> str:
     return f"device work per step (median): A {side('a')}; B {side('b')}"
 
 
-def device_work_rows(c: dict, width: int = 34) -> list[list[str]]:
+def device_work_rows(c: dict, width: int = 31) -> list[list[str]]:
     """The device work table's rows: what, name, calls per step, A and B per step, change (the changed
     GEMM's name ends with what differs: ``(bz → badd)``)."""
     k = c["kernels"]
