@@ -277,7 +277,9 @@ def _glance(args: argparse.Namespace) -> int:
         try:
             tables, findings = analyze(str(path), parallel=True, max_bytes=args.max_size)
         except BadInput as exc:
-            skipped.append((display_path(path), str(exc).strip().splitlines()[0].removeprefix("error: ")))
+            why = str(exc).strip().splitlines()[0].removeprefix("error: ")
+            head, sep, rest = why.partition(": ")
+            skipped.append((display_path(path), rest if sep and path.name in head else why))
             continue
         shown = display_path(path)
         read.append((order_key(tables, shown), glance_row(tables, findings, shown), digest(tables, shown)))
