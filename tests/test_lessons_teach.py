@@ -184,7 +184,7 @@ def test_report_reads_at_80_columns(runs, which):
 def test_compare_reads_at_80_columns(runs):
     out = _run80("common.report", "--compare", str(DATA_TRACES / "hta/v100_ddp_rank1.json.gz"),
                  str(DATA_TRACES / "hta/a100_rank3.json.gz"))
-    assert not _tables_truncated(out) and "dev A" in out and "kernels per step" in out
+    assert not _tables_truncated(out) and "dev A" in out and "device work per step" in out
     head = [line for line in out.splitlines() if "step" in line and "CPU A" in line]
     assert head and "…" not in head[0]
 
