@@ -65,6 +65,18 @@ def test_naive_vs_inplace_the_copy_is_gone_and_the_device_time_is_judged():
     assert "gone Memcpy DtoD (Device -> Device) 1→0 179 µs - gone" in text
 
 
+def test_the_page_shows_the_same_device_work_and_verdict(tmp_path):
+    from test_pictures import verdicts_under
+
+    page = tmp_path / "c.html"
+    out = run_module("common.report", "--compare", h100_trace("attn_naive"), h100_trace("attn_inplace"), "--html", page)
+    assert out.returncode == 0, out.stderr
+    c, _ = compared(h100_trace("attn_naive"), h100_trace("attn_inplace"))
+    text = page.read_text()
+    assert verdicts_under(text, "compare-device") == {"compare": c["summary"]["device"]["verdict"]}
+    assert "<td>gone</td><td>Memcpy DtoD (Device -&gt; Device)</td>" in text and "aten::copy_" in text
+
+
 def test_gone_and_new_rows_are_per_step_not_totals():
     """flash vs cuDNN: the flash kernel's 94 µs per step (283 µs over the three steps) is gone."""
     c, text = compared(h100_trace("sdpa_flash"), h100_trace("sdpa_cudnn"))
