@@ -52,12 +52,12 @@ class Control:
         return not 1 / CONTROL_TOLERANCE <= self.ratio <= CONTROL_TOLERANCE
 
     def text(self) -> str:
-        """``5 device events that ran unchanged in both (softmax_warp_forward<…>, nvjet_… and 3 more)
-        took 1.00x as long in B (1.08 ms vs 1.08 ms per step)``."""
+        """``5 device events common to both (softmax_warp_forward<…>, nvjet_… and 3 more) took 1.00x as
+        long in B (1.08 ms vs 1.08 ms per step)``: the same names, as many calls per step."""
         shown = ", ".join(trace_names.short_name(n, 34) for n in self.names[:2])
         more = f" and {len(self.names) - 2} more" if len(self.names) > 2 else ""
         plural = "s" if len(self.names) > 1 else ""
-        return (f"{len(self.names)} {self.unit}{plural} that ran unchanged in both ({shown}{more}) took "
+        return (f"{len(self.names)} {self.unit}{plural} common to both ({shown}{more}) took "
                 f"{self.ratio:.2f}x as long in B ({fmt_us(self.a.median)} vs {fmt_us(self.b.median)} per step)")
 
     def to_json(self) -> dict:
@@ -120,7 +120,8 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
                 ratio=two.ratio, control=control.to_json() if control else None)
     why = _why_not(two)
     if why is None and control is not None and control.moved:
-        why = f"the machine changed between the runs: {control.text()}"
+        why = (f"the machine changed between the runs, or the work common to both did (other shapes or dtypes "
+               f"under the same names): {control.text()}")
     if why is None and control is None and needs_control:
         why = ("no work ran unchanged in both runs (the same op, as many calls per step, on the same shapes), so "
                "nothing tells a change in the code from a busier machine")
