@@ -151,9 +151,9 @@ def test_a_busier_cpu_is_not_a_slower_program(tmp_path):
     slow = slowed_copy(trace, tmp_path / "busier.json.gz", 1.65, device=False, cpu=True)
     c, _ = compared(trace, slow)
     cpu = c["summary"]["cpu"]
-    assert cpu["control"]["unit"] == "op" and "aten::bmm" in cpu["control"]["names"]
-    assert cpu["control"]["ratio"] == pytest.approx(1.65, rel=0.02) and not cpu["judged"]
-    assert "the machine changed between the runs" in cpu["verdict"]
+    assert cpu["control"]["unit"] == "op" and "aten::bmm in aten::matmul" in cpu["control"]["names"]
+    assert cpu["control"]["ratio"] == pytest.approx(1.65, rel=0.02) and cpu["control"]["moved"]
+    assert not cpu["judged"]  # the control moved (or, on a loaded machine, the steps overlap as well)
     same, _ = compared(trace, trace)  # the same run twice: the control kept its time
     assert same["summary"]["cpu"]["control"]["ratio"] == pytest.approx(1.0) and not same["summary"]["cpu"]["judged"]
 
@@ -185,7 +185,7 @@ def test_apart_in_every_step_is_a_result_even_when_one_run_is_noisy(tmp_path):
     cpu = c["summary"]["cpu"]
     assert cpu["judged"] and cpu["ratio"] == pytest.approx(300 / 90, abs=1e-3)
     assert "every A step is faster than every step of the other (A 72 µs-118 µs, B 203 µs-552 µs)" in text
-    assert "control: 1 op common to both (aten::empty) took 1.00x" in text
+    assert "control: 1 op common to both (aten::empty in matmul_add) took 1.00x" in text
     # ... but still subject to the control: the same runs with the unchanged op 1.65x slower in B
     busier = compile_steps(tmp_path / "busier.json", [900, 203, 552, 300, 250, 400], compiled=True, control_us=24.75)
     c, _ = compared(eager, busier)

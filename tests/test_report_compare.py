@@ -66,7 +66,7 @@ def test_two_clean_runs_clearly_apart_get_their_ratio(tmp_path):
     cpu = summary["cpu"]
     assert cpu["judged"] and not cpu["inside_noise"] and round(cpu["ratio"], 2) == 0.6
     assert verdict.startswith("CPU per step: B's median is 0.60x A's (102 µs vs 61 µs), and every B step is faster")
-    assert "control: 1 op common to both (aten::mul) took 1.00x as long in B" in verdict
+    assert "control: 1 op common to both (aten::mul in linear_fwd) took 1.00x as long in B" in verdict
     assert "median 102 µs 61 µs 0.60x" in text
 
 

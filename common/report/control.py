@@ -5,8 +5,8 @@ difference elsewhere is called a result.
 
 - Device time: the control is every kernel, memcpy and memset that ran under the same name, as many
   times per step, in both runs (their summed time per step).
-- CPU time: every op that ran in both runs as many times per step (its own CPU time, children left
-  out, so that a changed child does not move it).
+- CPU time: every op that ran in both runs as many times per step, called from the same op (its own
+  CPU time, children left out, so that a changed child does not move it).
 - Neither when the lessons' knobs say the runs had different shapes (or dtype, or device): then the
   same name is not the same work.
 
@@ -54,7 +54,8 @@ class Control:
     def text(self) -> str:
         """``5 device events common to both (softmax_warp_forward<…>, nvjet_… and 3 more) took 1.00x as
         long in B (1.08 ms vs 1.08 ms per step)``: the same names, as many calls per step."""
-        shown = ", ".join(trace_names.short_name(n, 34) for n in self.names[:2])
+        shown = ", ".join(trace_names.short_name(n, 34) if self.unit != "op" else n if len(n) <= 50 else n[:49] + "…"
+                          for n in self.names[:2])
         more = f" and {len(self.names) - 2} more" if len(self.names) > 2 else ""
         plural = "s" if len(self.names) > 1 else ""
         return (f"{len(self.names)} {self.unit}{plural} common to both ({shown}{more}) took "
@@ -96,12 +97,21 @@ def device_control(a: Tables, b: Tables) -> Control | None:
 
 
 def own_cpu(t: Tables) -> dict:
-    """{op: Series} of each op's own CPU time (its children left out) in the judged steps."""
+    """{"op in parent": Series} of each op's own CPU time (its children left out) in the judged steps, by
+    the op it was called from (a step's top-level ops from ``ProfilerStep``): ``aten::addmm`` under
+    ``aten::linear`` and under a compiled graph are not the same work."""
     m = t.model
     cpu = m.cpu
     step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
     rows = np.flatnonzero((cpu.kind == OP) & ~step_name[cpu.name])
-    return series_of(cpu.name[rows], cpu.step[rows], cpu.self_us[rows], judged_steps(t), m.names)
+    parent = cpu.parent[rows]
+    above = np.where(parent >= 0, cpu.name[np.maximum(parent, 0)], -1)
+    keys, ids = [], {}
+    for up, name in zip(above.tolist(), cpu.name[rows].tolist()):
+        caller = "" if up < 0 else "ProfilerStep" if step_name[up] else m.names[up]
+        key = f"{m.names[name]} in {caller}" if caller else m.names[name]
+        keys.append(ids.setdefault(key, len(ids)))
+    return series_of(np.array(keys, dtype=np.int64), cpu.step[rows], cpu.self_us[rows], judged_steps(t), list(ids))
 
 
 def cpu_control(a: Tables, b: Tables) -> Control | None:

@@ -164,8 +164,9 @@ def digest(t: Tables, path: str) -> dict:
 
 def versus(a: dict, b: dict) -> Optional[dict]:
     """Run ``b`` against ``a`` (the variant before it), when both ran the same workload: the verdict on
-    the time per step (device time on a GPU, else CPU; judged with the control, as --compare does) and
-    what changed: device work gone, new, changed (on a GPU), else the ops gone and new."""
+    the time per step (device time on a GPU, and the CPU's beside it; else CPU; judged with the
+    control, as --compare does) and what changed: device work gone, new, changed (on a GPU), else the
+    ops gone and new."""
     if a["workload"] is None or a["workload"] != b["workload"]:
         return None
     gpu = a["has_gpu"] and b["has_gpu"]
@@ -179,16 +180,18 @@ def versus(a: dict, b: dict) -> Optional[dict]:
         new = [(r["name"], r["b_per_step_us"]) for r in k["only_b"]]
         changed = [(f"{short_name(r['name'], 30)} ({' '.join(differing(r['name'], r['b_name']))} -> "
                     f"{' '.join(differing(r['b_name'], r['name']))})", r["b_per_step_us"]) for r in k["changed"]]
-    else:
-        side = judge("CPU", a["cpu_steps"], b["cpu_steps"], control_of("op", a["own_cpu"], b["own_cpu"]),
-                     needs_control=True)
+    cpu = judge("CPU", a["cpu_steps"], b["cpu_steps"], control_of("op", a["own_cpu"], b["own_cpu"]),
+                needs_control=True)
+    if not gpu:
+        side = cpu
         rows = op_changes_between(a["ops"], b["ops"], False)
         gone = [(r["name"], r["a_cpu_us"]) for r in rows if not r["b_calls_per_step"]]
         new = [(r["name"], r["b_cpu_us"]) for r in rows if not r["a_calls_per_step"]]
         changed = []
     return dict(against=a["variant"], time="device" if gpu else "cpu", judged=side["judged"], ratio=side["ratio"],
                 verdict=side["verdict"], short=_short_verdict(side, "device" if gpu else "CPU"), gone=gone, new=new,
-                changed=changed)
+                changed=changed, cpu_judged=cpu["judged"], cpu_ratio=cpu["ratio"],
+                cpu_short=_short_verdict(cpu, "CPU") if gpu else None)
 
 
 def _short_verdict(side: dict, what: str) -> str:
@@ -226,7 +229,7 @@ def versus_lines(v: dict) -> list[str]:
     """``vs 04_a_naive_attention ...: gone Memcpy DtoD ... (179 µs/step)`` and the verdict on the time."""
     parts = [f"{what} {_work(v[what])}" for what in ("gone", "new", "changed") if v[what]]
     head = f"vs {v['against']}: " + ("; ".join(parts) if parts else f"the same {'device work' if v['time'] == 'device' else 'ops'}")
-    return [head, v["short"]]
+    return [head, v["short"]] + ([v["cpu_short"]] if v.get("cpu_short") else [])
 
 
 def render_glance(rows: list[GlanceRow], console, skipped: Optional[list] = None) -> None:
