@@ -47,21 +47,20 @@ class Series:
 
 
 def series_of(keys: np.ndarray, steps: np.ndarray, weights: np.ndarray, judged: np.ndarray, names) -> dict:
-    """{name: Series} of the events ``keys`` (name ids) in ``steps`` (step index per event)."""
-    out = {}
-    pos = np.full(int(judged.max(initial=-1)) + 2, -1)
+    """{name: Series} of the events ``keys`` (ids into ``names``) in ``steps`` (step index per event):
+    one bincount over (key, judged step), whatever the number of events and names."""
+    pos = np.full(int(max(judged.max(initial=-1), steps.max(initial=-1))) + 2, -1)
     pos[judged] = np.arange(judged.size)
-    keep = (steps >= 0) & (steps < pos.size - 1)
-    keys, steps, weights = keys[keep], steps[keep], weights[keep]
-    column = pos[steps]
+    column = np.where(steps >= 0, pos[np.maximum(steps, 0)], -1)
     inside = column >= 0
-    keys, column, weights = keys[inside], column[inside], weights[inside]
-    for k in np.unique(keys).tolist():
-        mine = keys == k
-        calls = np.bincount(column[mine], minlength=judged.size)
-        time = np.bincount(column[mine], weights=weights[mine], minlength=judged.size)
-        out[names[k]] = Series(tuple(int(c) for c in calls), tuple(float(x) for x in time))
-    return out
+    if not inside.any():
+        return {}
+    found, key = np.unique(keys[inside], return_inverse=True)
+    cells = key * judged.size + column[inside]
+    size = found.size * judged.size
+    calls = np.bincount(cells, minlength=size).reshape(found.size, judged.size)
+    time = np.bincount(cells, weights=weights[inside], minlength=size).reshape(found.size, judged.size)
+    return {names[int(k)]: Series(tuple(calls[i].tolist()), tuple(time[i].tolist())) for i, k in enumerate(found.tolist())}
 
 
 def device_series(t: Tables) -> dict:
@@ -71,7 +70,8 @@ def device_series(t: Tables) -> dict:
         return {}
     dev = m.dev
     found = series_of(dev.name, dev.step, dev.dur, judged_steps(t), m.names)
-    kinds = {m.names[n]: int(k) for n, k in zip(dev.name.tolist(), dev.kind.tolist())}
+    ids, first = np.unique(dev.name, return_index=True)
+    kinds = {m.names[n]: int(k) for n, k in zip(ids.tolist(), dev.kind[first].tolist())}
     return {name: (KIND_NAMES[kinds[name]], s) for name, s in found.items()}
 
 

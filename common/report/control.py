@@ -105,13 +105,13 @@ def own_cpu(t: Tables) -> dict:
     step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
     rows = np.flatnonzero((cpu.kind == OP) & ~step_name[cpu.name])
     parent = cpu.parent[rows]
-    above = np.where(parent >= 0, cpu.name[np.maximum(parent, 0)], -1)
-    keys, ids = [], {}
-    for up, name in zip(above.tolist(), cpu.name[rows].tolist()):
-        caller = "" if up < 0 else "ProfilerStep" if step_name[up] else m.names[up]
-        key = f"{m.names[name]} in {caller}" if caller else m.names[name]
-        keys.append(ids.setdefault(key, len(ids)))
-    return series_of(np.array(keys, dtype=np.int64), cpu.step[rows], cpu.self_us[rows], judged_steps(t), list(ids))
+    caller = np.where(parent >= 0, cpu.name[np.maximum(parent, 0)], -1)
+    caller = np.where((caller >= 0) & step_name[np.maximum(caller, 0)], -2, caller)
+    pairs, keys = np.unique(np.stack([caller, cpu.name[rows]], axis=1), axis=0, return_inverse=True)
+    label = {-1: None, -2: "ProfilerStep"}
+    names = [f"{m.names[op]} in {label.get(up) or m.names[up]}" if up != -1 else m.names[op]
+             for up, op in pairs.tolist()]
+    return series_of(keys.reshape(-1), cpu.step[rows], cpu.self_us[rows], judged_steps(t), names)
 
 
 def cpu_control(a: Tables, b: Tables) -> Control | None:
