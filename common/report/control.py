@@ -145,7 +145,7 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
         verdict = (f"{what} per step: B's median is {two.ratio:.2f}x A's ({medians}), and every {faster} step is "
                    f"faster than every step of the other (A {fmt_us(a.low)}-{fmt_us(a.high)}, "
                    f"B {fmt_us(b.low)}-{fmt_us(b.high)}); {checked}")
-    return dict(side, inside_noise=why is not None and not why.startswith("the machine"),
+    return dict(side, inside_noise=why is not None,
                 judged=why is None, why_not=why, verdict=verdict)
 
 
