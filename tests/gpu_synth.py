@@ -124,6 +124,9 @@ class Style:
     bias_copy: bool  # a Memcpy DtoD before 01's compiled addmm
     props: tuple = A100_PROPS  # deviceProperties beyond name, compute capability and SM count
     attn: Attn = A100_ATTN
+    # a 4-byte Memset (cudaMemsetAsync) right before each GEMM whose name holds this, and before cuDNN's
+    # attention kernel: H100 traces (torch 2.11) show one before every cooperative nvjet_..._coopA GEMM
+    memset_before: Optional[str] = None
 
 
 A100 = Style(
@@ -142,9 +145,12 @@ H200 = Style(
     addmm_gemm="nvjet_sm90_tst_192x208_64x4_2x1_v_coopB_TNN",  # beta=1 (the bias as C): the flags differ
     linear_gemm="nvjet_sm90_tst_64x8_64x16_4x1_v_bz_bias_TNT",
     mlp_gemms=("nvjet_sm90_tst_192x208_64x4_2x1_v_bz_coopB_TNT", "nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_TNT"),
-    launch="cuLaunchKernelEx", query=None, bias_copy=False, props=H200_PROPS, attn=H200_ATTN)
+    launch="cuLaunchKernelEx", query=None, bias_copy=False, props=H200_PROPS, attn=H200_ATTN, memset_before="coopA")
 H200_CLUSTER = replace(H200, label="H200 (cluster query)", query="cudaOccupancyMaxActiveClusters")
-H100_COPY = replace(H200, label="H100 (bias copy)", gpu="NVIDIA H100 80GB HBM3", bias_copy=True)
+# the H100 runs of 01 (tests/data/h100/runs/p1_4096, p1_4096_compile): compiled, the copy, a 4-byte memset, the GEMM
+H100_COPY = replace(H200, label="H100 (bias copy)", gpu="NVIDIA H100 80GB HBM3", bias_copy=True,
+                    mm_gemm="nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+                    addmm_gemm="nvjet_sm90_tst_256x128_64x4_1x2_h_badd_coopA_NNT")
 STYLES = (A100, A100_FLAGS, H200, H200_CLUSTER, H100_COPY)
 
 
@@ -204,6 +210,8 @@ class TraceBuilder:
 
     def gemm(self, name: str, dur: float, query="style", launch: Optional[str] = None, split_k: bool = False) -> None:
         query = self.style.query if query == "style" else query
+        if self.style.memset_before and self.style.memset_before in name:
+            self.memset(4)
         self.kernel(name, dur, launch or self.style.launch, query, smem=98_304, regs=232)
         if split_k:
             self.kernel(SPLITK_REDUCE, 2.0, self.style.launch)
@@ -213,6 +221,14 @@ class TraceBuilder:
         self.call("cudaMemcpyAsync", 3.0, correlation=corr)
         start = max(self.gpu_t, self.t + 5.0)
         self._x(name, start, dur, "gpu_memcpy", pid=0, tid=7, correlation=corr, device=0, stream=7, bytes=nbytes)
+        self.gpu_t = start + dur
+
+    def memset(self, nbytes: int, dur: float = 0.7) -> None:
+        corr = self._next()
+        self.call("cudaMemsetAsync", 3.0, correlation=corr)
+        start = max(self.gpu_t, self.t + 5.0)
+        self._x("Memset (Device)", start, dur, "gpu_memset", pid=0, tid=7, correlation=corr, device=0, stream=7,
+                bytes=nbytes)
         self.gpu_t = start + dur
 
     def _next(self) -> int:
@@ -518,6 +534,8 @@ def sdpa_fused(style: Style, backend: str, *, steps: int = 3, kernels: Optional[
                         for _ in range(2):
                             with b.cpu("aten::empty"):
                                 pass
+                        if backend == "cudnn" and style.memset_before:
+                            b.memset(4)
                         for k in kernels or (name,):
                             b.kernel(k, device_us / len(kernels or (name,)), launch=launch, regs=regs, smem=smem,
                                      grid=FUSED_GRIDS[backend], block=block, occupancy=occupancy)

@@ -55,11 +55,13 @@ def each(reports, key):
 
 def test_naive_copy_is_the_unguessed_memcpy(reports):
     """P3.2 with P3.17: six device events per forward, five as guessed, one Memcpy launched by aten::copy_
-    under masked_fill -> clone that nobody guessed; the rule names the copy and its time."""
+    under masked_fill -> clone that nobody guessed (on Hopper also cuBLAS's 4-byte memset before the first
+    GEMM, not guessed and never taken for a GEMM); the rule names the copy and its time."""
     for label, (found, guess) in each(reports, "attn_naive"):
         assert guess["on_device"] and guess["calls"] == 3, label
-        extra = [r for r in guess["rows"] if r["status"] == "not guessed"]
+        extra = [r for r in guess["rows"] if r["status"] == "not guessed" and r["seen"]["device_kind"] != "memset"]
         assert len(extra) == 1 and extra[0]["seen"]["op"] == "aten::copy_", (label, guess["rows"])
+        assert all(r["seen"]["device_kind"] == "kernel" for r in guess["rows"] if r["status"] == "as guessed")
         assert extra[0]["seen"]["kernel"].startswith("Memcpy") and "aten::clone" in extra[0]["seen"]["via"]
         assert sum(r["status"] == "as guessed" for r in guess["rows"]) == 5
         copy = found["out_of_place_copy"]
@@ -70,7 +72,9 @@ def test_naive_copy_is_the_unguessed_memcpy(reports):
 def test_inplace_has_no_copy(reports):
     """P3.3: in place, five kernels per forward, all as guessed; no out-of-place finding."""
     for label, (found, guess) in each(reports, "attn_inplace"):
-        assert [r["status"] for r in guess["rows"]] == ["as guessed"] * 5, label
+        assert [r["status"] for r in guess["rows"] if r["seen"]["device_kind"] != "memset"] == ["as guessed"] * 5, label
+        assert found["guess_vs_seen"].message.count(" as guessed") == 1 and "all 5 as guessed" in \
+            found["guess_vs_seen"].message
         assert "out_of_place_copy" not in found
 
 
@@ -97,7 +101,7 @@ def test_fused_kernel_decoded(reports, key, backend, launch, transposes):
         assert sum(f["kernels"].values()) == 3 and len(f["decoded"]) == len(f["kernels"]), label
         assert backend.lower() in " ".join(f["decoded"]).lower() or backend == "flash"
         assert list(f["launches"]) == [launch] and f["transposes"] == 3 * transposes
-        assert [r["status"] for r in guess["rows"]] == ["as guessed"]
+        assert [r["status"] for r in guess["rows"] if r["seen"]["device_kind"] != "memset"] == ["as guessed"]
 
 
 def _sdpa_cpu_by_hand(doc: dict) -> tuple[float, float]:

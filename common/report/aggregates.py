@@ -18,7 +18,7 @@ from common.report import names as trace_names
 from common.report.columns import factorize
 from common.report.gpus import Gpu, gpu_of
 from common.report.intervals import Intervals
-from common.report.model import ANNOTATION, CATEGORY_CODES, KERNEL, MEMCPY, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
+from common.report.model import ANNOTATION, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
 from common.report.phases import GRAPH_LAUNCHES
 from common.report.rows import OpRow, Span
 from common.report.tensorboard import AlignedSteps
@@ -321,15 +321,20 @@ def annotation_calls(m: Model, names) -> dict:
 # ----------------------------------------------------------------------------- copies
 
 
+TINY_SHARE, TINY_SKIPPED = 0.1, 3  # at most 3 memsets or non-GEMM events under 10% of the copy between it and its GEMM
+
+
 @dataclass(frozen=True)
 class DtodBeforeGemm:
-    """Memcpy DtoD events followed on their stream by a GEMM kernel."""
+    """Memcpy DtoD events followed on their stream by a GEMM kernel (with at most a few memsets or tiny
+    events between them: cuBLAS's 4-byte memset before a Hopper GEMM)."""
 
     copies: tuple  # Span of each copy
     median_bytes: Optional[float]
     median_us: float
     gemm: str  # the first copy's GEMM
     issued_by: tuple  # the first copy's launch and up to 4 of its ancestors, innermost first
+    between: tuple = ()  # (name, memset?, bytes) of the events between the first copy and its GEMM
 
 
 def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
@@ -341,23 +346,15 @@ def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
     cand = np.flatnonzero((dev.kind == MEMCPY) & dtod[dev.name])
     if not cand.size:
         return None
-    cat, gemm_code = dev.category, CATEGORY_CODES["gemm"]
-    # next device event on the same device and stream
     sid, _ = factorize(list(zip(dev.device.tolist(), dev.stream)))
     order = np.lexsort((dev.ts, sid))
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    pairs = []
-    for c in cand.tolist():
-        r = rank[c] + 1
-        if r >= order.size:
-            continue
-        nxt = int(order[r])
-        if sid[nxt] == sid[c] and dev.kind[nxt] == KERNEL and cat[nxt] == gemm_code:
-            pairs.append((c, nxt))
+    pairs = [(c, g, between) for c in cand.tolist()
+             for g, between in [_gemm_after(m, order, sid, int(rank[c]), c)] if g is not None]
     if not pairs:
         return None
-    c, g = pairs[0]
+    c, g, between = pairs[0]
     chain = []
     if dev.launch[c] >= 0:
         p = int(dev.launch[c])
@@ -370,7 +367,23 @@ def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
     byt = dev.bytes[copies]
     return DtodBeforeGemm(tuple(Span(float(dev.ts[i]), float(dev.dur[i])) for i in copies),
                           float(np.nanmedian(byt)) if np.isfinite(byt).any() else None,
-                          float(np.median(dev.dur[copies])), m.names[dev.name[g]], tuple(chain))
+                          float(np.median(dev.dur[copies])), m.names[dev.name[g]], tuple(chain),
+                          tuple((m.names[dev.name[j]], bool(dev.kind[j] == MEMSET), float(dev.bytes[j]))
+                                for j in between))
+
+
+def _gemm_after(m: Model, order: np.ndarray, sid: np.ndarray, at: int, copy: int) -> tuple:
+    """(the GEMM kernel that next runs on the copy's stream, the memsets and tiny events before it), or (None, ())."""
+    dev, skipped = m.dev, []
+    for j in order[at + 1:at + 2 + TINY_SKIPPED].tolist():
+        if sid[j] != sid[copy]:
+            break
+        if dev.kind[j] == KERNEL and dev.category[j] == CATEGORY_CODES["gemm"]:
+            return j, tuple(skipped)
+        if dev.kind[j] != MEMSET and dev.dur[j] >= TINY_SHARE * dev.dur[copy]:
+            break
+        skipped.append(j)
+    return None, ()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 
 - **on a GPU**: the device events (kernels, memcpys, memsets) launched from inside the call, in
   the order they ran, each named by the op that launched it (the innermost op around its runtime
-  call: ``aten::copy_`` for the masked_fill's Memcpy);
+  call: ``aten::copy_`` for the masked_fill's Memcpy) and by its kind (a memset is a fill the
+  library issues, as cuBLAS's 4-byte one before a Hopper GEMM, not a kernel);
 - **on the CPU**: the ops that did the arithmetic, outermost only: ``aten::*`` ops that are not
   views or metadata (:data:`common.report.names.METADATA_OPS`) and Inductor's fused kernels, except
   the :data:`ROUTERS`, ops whose work is all in the ops they call (``aten::matmul`` -> ``aten::bmm``,
@@ -26,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 from common.report.cpu_work import is_compute_name
-from common.report.model import ANNOTATION, OP, Model
+from common.report.model import ANNOTATION, KERNEL, MEMCPY, MEMSET, OP, Model
 from common.report.phases import calls_in_window, subtree_ends
 
 # ops that only call others (a GPU launches nothing of their own): the work is in their children
@@ -37,6 +38,7 @@ ROUTERS = frozenset({
     "aten::_scaled_dot_product_attention_math", "aten::type_as", "aten::repeat_interleave",
 })
 VIA_DEPTH = 3  # the enclosing ops an item names (innermost last), up to the annotation
+DEVICE_KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}  # WorkItem.device_kind by the lane's kind
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,14 @@ class WorkItem:
     op: str  # the compute op (CPU) or the op that launched the device event (GPU); "" when none
     kernel: Optional[str]  # the device event's name (GPU); None on the CPU
     via: tuple  # the ops around ``op`` inside the call, outermost first (at most VIA_DEPTH)
+    device_kind: Optional[str] = None  # "kernel" | "memcpy" | "memset" (GPU); None on the CPU
+    bytes: Optional[float] = None  # what a memcpy or memset wrote (GPU, where the trace says)
+
+    @property
+    def is_memset(self) -> bool:
+        """A memset: a fill the launching op's library issues (cuBLAS zeroes a few bytes before a GEMM),
+        not a piece of the call's arithmetic."""
+        return self.device_kind == "memset"
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,14 @@ class CallWork:
     def to_json(self) -> dict:
         return dict(annotation=self.annotation, calls=self.calls, on_device=self.on_device, alike=self.alike,
                     mean_items=self.mean_items,
-                    typical=[dict(op=i.op, kernel=i.kernel, via=list(i.via)) for i in self.typical])
+                    typical=[item_json(i) for i in self.typical])
+
+
+def item_json(item: WorkItem) -> dict:
+    out = dict(op=item.op, kernel=item.kernel, via=list(item.via))
+    if item.device_kind is not None:
+        out.update(device_kind=item.device_kind, bytes=item.bytes)
+    return out
 
 
 def call_work(m: Model, annotation: Optional[str]) -> Optional[CallWork]:
@@ -117,6 +134,8 @@ def _device_items(m: Model, rows: np.ndarray, call: int) -> list:
     for j in rows.tolist():
         op = int(dev.op[j])
         named = op >= 0 and m.cpu.kind[op] == OP and op > call
+        written = float(dev.bytes[j])
         out.append(WorkItem(m.names[m.cpu.name[op]] if named else "", m.names[dev.name[j]],
-                            _via(m, op, call) if named else ()))
+                            _via(m, op, call) if named else (), DEVICE_KINDS.get(int(dev.kind[j]), "kernel"),
+                            written if np.isfinite(written) and dev.kind[j] != KERNEL else None))
     return out

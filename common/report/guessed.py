@@ -3,8 +3,10 @@
 A lesson writes what its post expects one annotated call to run (:mod:`common.guess`) into the
 trace's knobs; :mod:`.calls` says what the typical call ran. Each expected item takes the first
 item that ran, in order, whose op is one of its ops (*as guessed*); an expected item nothing ran
-is *missing*; an item that ran and no guess took is *not guessed*. The rows come mismatches first:
-every mismatch is the interesting part.
+is *missing*; an item that ran and no guess took is *not guessed*. A memset is never taken: it is a
+fill the op's library issues before its kernel (cuBLAS's 4 bytes before a Hopper GEMM, cuDNN's
+before its attention kernel), not the work a guess names, so it stays *not guessed*, as a memset. The
+rows come mismatches first: every mismatch is the interesting part.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from common.guess import Guess
-from common.report.calls import CallWork, WorkItem
+from common.report.calls import CallWork, WorkItem, item_json
 
 MISSING, NOT_GUESSED, AS_GUESSED = "missing", "not guessed", "as guessed"
 
@@ -25,7 +27,7 @@ class GuessRow:
     seen: Optional[WorkItem]  # what ran; None for a missing item
 
     def to_json(self) -> dict:
-        seen = None if self.seen is None else dict(op=self.seen.op, kernel=self.seen.kernel, via=list(self.seen.via))
+        seen = None if self.seen is None else item_json(self.seen)
         return dict(status=self.status, expected=self.expected, seen=seen)
 
 
@@ -61,7 +63,8 @@ def check_guess(guess: Optional[Guess], work: Optional[CallWork]) -> Optional[Gu
     taken = [False] * len(work.typical)
     matched, missing = [], []
     for expected in guess.items:
-        hit = next((k for k, item in enumerate(work.typical) if not taken[k] and item.op in expected.ops), None)
+        hit = next((k for k, item in enumerate(work.typical)
+                    if not taken[k] and not item.is_memset and item.op in expected.ops), None)
         if hit is None:
             missing.append(GuessRow(MISSING, expected.what, None))
         else:

@@ -121,7 +121,8 @@ def _steps_table(t: Tables) -> str:
             row += [f"{r.kernels:,}", fmt_us(r.device_us), f"{r.gpu_busy_pct:.1f}%"]
         rows.append(row)
     head = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else [])
-    return "<h2>Steps</h2>" + _table(head, rows)
+    outside = f"<p>{html.escape(t.launched_outside.said())}</p>" if t.launched_outside is not None else ""
+    return "<h2>Steps</h2>" + _table(head, rows) + outside
 
 
 def _phases_table(t: Tables) -> str:

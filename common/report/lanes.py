@@ -55,7 +55,8 @@ class DeviceLane:
     launch: np.ndarray  # the CPU runtime call with the same correlation id (-1: none)
     op: np.ndarray  # the op (else annotation) around that launch (-1: none)
     category: np.ndarray  # code in ``model.CATEGORY_CODES``
-    step: np.ndarray  # index of the step holding its launch (else its start; -1: none)
+    step: np.ndarray  # index of the step holding its launch (-1: none; its start's where the trace correlates nothing)
+    outside: np.ndarray  # launched outside the trace: its correlation id matches none of the trace's runtime calls
     blocks_per_sm: np.ndarray  # grid blocks over the device's SM count, else the "blocks per SM" argument
 
 

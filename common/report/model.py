@@ -37,6 +37,7 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 SYNC_NAMES = frozenset({"cudaDeviceSynchronize", "hipDeviceSynchronize"})
 BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 CATEGORY_CODES = {c: i for i, c in enumerate(trace_names.CATEGORIES)}  # ``m.dev.category`` holds these
+CATEGORY_KEYS = tuple(CATEGORY_CODES)  # code -> category
 
 
 @dataclass(frozen=True)
@@ -194,12 +195,21 @@ def step_index(steps, t) -> np.ndarray:
     return np.where(ok, i, -1)
 
 
-def _device_steps(steps, ts: np.ndarray, launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
-    """Each device event's step: its launch's (by the launch's start), else its own start's."""
+def _device_steps(steps, ts: np.ndarray, launch: np.ndarray, outside: np.ndarray, cpu: CpuLane) -> np.ndarray:
+    """Each device event's step: its launch's (by the launch's start); none for work launched outside the
+    trace (before the profiled window: a kernel the warm-up step launched that runs in the first step is
+    not that step's); its own start's only where the trace ties no device event to a launch."""
     if not ts.size:
         return np.empty(0, np.int64)
     when = np.where(launch >= 0, cpu.ts[np.maximum(launch, 0)], ts) if cpu.n else ts
-    return step_index(steps, when)
+    return np.where(outside, -1, step_index(steps, when))
+
+
+def _launched_outside(dev_corr: np.ndarray, launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
+    """Per device event: it has a correlation id, the trace ties device events to launches, and none of the
+    trace's runtime calls has that id (the launch came before the window, or its thread was not traced)."""
+    correlates = bool((launch >= 0).any())
+    return (dev_corr >= 0) & (launch < 0) & correlates
 
 
 # ----------------------------------------------------------------------------- the CPU lane
@@ -296,11 +306,12 @@ def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps, devices: dict) -> D
     kind = (c.group[rows] - Group.KERNEL).astype(np.int8)
     ts, dur, name = c.ts[rows] - t0, c.dur[rows], c.name[rows]
     launch = _launches(c.dev_corr, cpu)
+    outside = _launched_outside(c.dev_corr, launch, cpu)
     return DeviceLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=ts + dur, name=name, corr=c.dev_corr,
                       device=c.dev_device, stream=tuple(c.dev_stream), blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
                       occ=c.dev_occupancy, regs=c.dev_registers, smem=c.dev_shared_memory, bytes=c.dev_bytes,
-                      launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names),
-                      step=_device_steps(steps, ts, launch, cpu),
+                      launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names, launch, cpu),
+                      step=_device_steps(steps, ts, launch, outside, cpu), outside=outside,
                       blocks_per_sm=_blocks_per_sm(c.dev_device, c.dev_blocks, c.dev_blocks_per_sm, devices))
 
 
@@ -355,13 +366,19 @@ def _launching_ops(launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
     return op
 
 
-def _categories(kind: np.ndarray, name: np.ndarray, names: list) -> np.ndarray:
-    """Per device event, its code in CATEGORY_CODES (memcpy, memset, or the kernel name's family)."""
-    name_category = np.zeros(len(names), dtype=np.int64)
-    for i in np.unique(name[kind == KERNEL]).tolist():
-        name_category[i] = CATEGORY_CODES[trace_names.kernel_category(names[i])]
+def _categories(kind: np.ndarray, name: np.ndarray, names: list, launch: np.ndarray, cpu: CpuLane) -> np.ndarray:
+    """Per device event, its code in CATEGORY_CODES (memcpy, memset, or the kernel's family: by its name,
+    and for a name of no known family by how it was launched, :func:`~common.report.names.jit_category`)."""
+    launch_name = np.where(launch >= 0, cpu.name[np.maximum(launch, 0)], -1) if cpu.n else np.full(name.size, -1)
+    category = np.zeros(name.size, dtype=np.int64)
+    kernels = kind == KERNEL
+    if kernels.any():  # once per (name, launch call) pair
+        pairs, inverse = np.unique(np.stack((name[kernels], launch_name[kernels]), axis=1), axis=0, return_inverse=True)
+        codes = np.array([CATEGORY_CODES[trace_names.jit_category(names[n], names[via] if via >= 0 else "")]
+                          for n, via in pairs.tolist()], dtype=np.int64)
+        category[kernels] = codes[inverse.reshape(-1)]
     return np.where(kind == MEMCPY, CATEGORY_CODES["memcpy"],
-                    np.where(kind == MEMSET, CATEGORY_CODES["memset"], name_category[name]))
+                    np.where(kind == MEMSET, CATEGORY_CODES["memset"], category))
 
 
 def _devices(meta: dict) -> tuple[dict, list[str]]:

@@ -9,16 +9,19 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from common.report.short_names import short_name  # noqa: F401  (the names' readers import it from here)
+
 # ----------------------------------------------------------------------------- categories
 
 CATEGORIES = {
     "triton_pointwise": "Triton pointwise",
     "triton_reduction": "Triton reduction",
     "triton_persistent": "Triton persistent reduction",
-    "triton_other": "Triton (template/other)",
+    "triton_other": "Triton (template, user kernel)",
     "attention": "fused attention (flash/efficient/cuDNN)",
     "gemm": "GEMM (cuBLAS/CUTLASS)",
     "cudnn": "cuDNN (conv)",
+    "normalization": "softmax/normalisation (reduction)",
     "aten": "ATen elementwise/reduce",
     "memcpy": "memcpy",
     "memset": "memset",
@@ -35,6 +38,9 @@ _CUDNN = re.compile(r"cudnn|cask_|miopen|implicit_convolve|_fprop_|_dgrad_|_wgra
                     r"conv2d|conv_?kernel|fft2d|\bconv", re.I)
 _GEMM = re.compile(r"gemm|gemv|cutlass|xmma|nvjet|cublas|Cijk_|splitKreduce|wgmma|matmul", re.I)
 _ATEN = re.compile(r"at::native|elementwise|reduce_kernel|at::cuda|vectorized|unrolled", re.I)
+# softmax and the norms: a reduction over each row, then each element scaled by it (PyTorch's and others')
+_NORMALIZATION = re.compile(r"softmax|layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm", re.I)
+_PLAIN = re.compile(r"^[A-Za-z_]\w*$")  # a kernel named like a Python function: no C++ signature, scope or template
 
 
 @lru_cache(maxsize=None)
@@ -54,6 +60,8 @@ def kernel_category(name: str, kind: str = "kernel") -> str:
         return "cudnn"
     if _GEMM.search(name):
         return "gemm"
+    if _NORMALIZATION.search(name):
+        return "normalization"
     if _ATEN.search(name):
         return "aten"
     return "other"
@@ -77,6 +85,17 @@ def uses_tensor_cores(name: str) -> bool:
         d = decode_attention(name)
         return bool(d and d.get("dtype") in ("bf16", "fp16", "16-bit"))
     return bool(_TENSOR_CORE.search(name))
+
+
+def jit_category(name: str, launch: str) -> str:
+    """A kernel's category once its launch is known: a kernel of no known family, named like a Python
+    function and launched through the driver API (``cuLaunchKernel[Ex]``: Triton's launcher; PyTorch's
+    own kernels go through ``cudaLaunchKernel``), is a Triton kernel written by hand (Liger's
+    ``_geglu_tanh_forward_kernel``) or another JIT-compiled one; else :func:`kernel_category`'s."""
+    category = kernel_category(name)
+    if category == "other" and _PLAIN.match(name) and launch.startswith("cuLaunchKernel"):
+        return "triton_other"
+    return category
 
 
 # ----------------------------------------------------------------------------- runtime API names
@@ -302,7 +321,9 @@ def decode_attention(name: str) -> dict | None:
     -> SDPA's flash backend (FlashAttention-2, vendored in PyTorch): head dim 64, 128x128 tile, 4 warps,
     bf16. ``cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1``
     -> cuDNN's generated SDPA kernel: sm80, a flash-style forward, WMMA tensor-core instructions on
-    16-bit floats, pre-tuned configuration ("knob") 6, tile 128x64x64, warps 4x1x1, cluster 1x1x1.
+    16-bit floats, pre-tuned configuration ("knob") 6, tile 128x64x64, cluster 1x1x1. The ``4x1x1``
+    after the tile is not read: it is not the warps (H100's sm90 kernel named ``..._4x1x1_...`` runs
+    384 threads, 12 warps), and cuDNN does not document it.
     """
     if kernel_category(name) != "attention":
         return None
@@ -323,11 +344,11 @@ def decode_attention(name: str) -> dict | None:
                 "dtype": _CUTLASS_DTYPES[dtype]}
     m = _CUDNN_SDPA.search(name)
     if m:
-        arch, algorithm, mma, dtype, knob, tile, warps, cluster = m.groups()
+        arch, algorithm, mma, dtype, knob, tile, _, cluster = m.groups()
         return {"backend": "cudnn", "library": "cuDNN, generated for this problem", "arch": arch,
                 "algorithm": algorithm.replace("_", " "), "pass": "backward" if "bprop" in algorithm else "forward",
                 "mma": mma, "dtype": _CUTLASS_DTYPES.get(dtype, dtype), "knob": int(knob), "tile": tile,
-                "warps": warps, "cluster": cluster}
+                "cluster": cluster}
     flash = "flash" in name.lower()
     return {"backend": "flash" if flash else "attention", "library": "FlashAttention" if flash else "fused attention"}
 
@@ -336,7 +357,7 @@ def describe_attention(d: dict) -> str:
     """``SDPA efficient (xformers' memory-efficient attention (CUTLASS)): forward, bf16, aligned, tile 64x64, ...``."""
     parts = [d.get("pass"), d.get("dtype"), "aligned" if d.get("aligned") else None,
              f"head dim {d['head_dim']}" if d.get("head_dim") else None, f"tile {d['tile']}" if d.get("tile") else None,
-             f"{d['warps']} warps" if isinstance(d.get("warps"), int) else (f"warps {d['warps']}" if d.get("warps") else None),
+             f"{d['warps']} warps" if d.get("warps") else None,
              "register file" if d.get("register_file") else None, d.get("algorithm"),
              f"{d['mma'].upper()} tensor cores" if d.get("mma") else None,
              f"knob {d['knob']}" if d.get("knob") is not None else None,
@@ -405,45 +426,6 @@ def decode_fused(name: str) -> dict | None:
 
 def describe_fused(d: dict) -> str:
     return f"{d['backend']}, {d['kind']}, fuses {'+'.join(d['ops']) or '?'}"
-
-
-def _fold_arguments(s: str) -> str:
-    """``f(int, float*)`` -> ``f()``: the final argument list only (``(anonymous namespace)::`` stays)."""
-    if not s.endswith(")"):
-        return s
-    depth = 0
-    for i in range(len(s) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(s[i], 0)
-        if depth == 0:
-            return s[:i] + "()"
-    return s
-
-
-def short_name(name: str, width: int = 80) -> str:
-    """A kernel name cut to a readable length: templates folded, then truncated."""
-    s = name
-    if s.startswith("void "):
-        s = s[5:]
-    if len(s) > width:
-        # fold template arguments: at::native::vectorized_elementwise_kernel<4, ...>(...)
-        depth, out = 0, []
-        for ch in s:
-            if ch == "<":
-                if depth == 0:
-                    out.append("<")
-                depth += 1
-                continue
-            if ch == ">":
-                depth -= 1
-                if depth == 0:
-                    out.append("…>")
-                continue
-            if depth == 0:
-                out.append(ch)
-        s = _fold_arguments("".join(out))
-    if len(s) > width:
-        s = s[: width - 1] + "…"
-    return s
 
 
 # ----------------------------------------------------------------------------- op names

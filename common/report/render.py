@@ -37,6 +37,7 @@ def to_json(t: Tables, findings: list[Finding]) -> dict:
         ops=[asdict(o) for o in t.ops],
         phases=[p.to_json() for p in t.phases],
         guess=t.guess.to_json() if t.guess is not None else None,
+        launched_outside=t.launched_outside.to_json() if t.launched_outside is not None else None,
         memory=memory_json(t),
         roofline=_roofline_json(t),
         findings=[f.to_json() for f in findings],
@@ -190,6 +191,8 @@ def _steps_table(t: Tables):
         notes.append("compute: the compute ops' own share of the step (the rest is dispatch)")
     if gaps:
         notes.append("gap: from the annotation's start to its first aten op")
+    if t.launched_outside is not None:
+        notes.append(escape(t.launched_outside.said()))
     table.caption = "; ".join(notes) or None
     return table
 
@@ -241,7 +244,8 @@ def _kernels_table(t: Tables, top: int, name_width: int = 70):
     for k in t.kernels[:top]:
         table.add_row(escape(trace_names.short_name(k.name, name_width)), f"{k.calls:,}", fmt_us(k.total_us), fmt_us(k.mean_us),
                   fmt_us(k.median_us), f"{k.share_pct:.1f}%")
-    table.caption = "min, max and launch details per kernel: --json"
+    table.caption = "min, max and launch details per kernel: --json" + (
+        f"; not counted: {t.launched_outside.what()} {t.launched_outside.where}" if t.launched_outside else "")
     return table
 
 

@@ -7,11 +7,14 @@ item, mismatches first; it computes nothing.
 from __future__ import annotations
 
 from common.report.guessed import AS_GUESSED, MISSING
+from common.report.names import short_name
 from common.report.tables import Tables
+from common.report.units import fmt_bytes
 
 MARKS = {MISSING: "[red]✗ missing[/]", AS_GUESSED: "[green]✓ as guessed[/]"}
 NOT_GUESSED_MARK = "[yellow]+ not guessed[/]"
 VIA_SHOWN = 1  # the innermost ops around an item the table names (the JSON has them all)
+KERNEL_SHOWN = 60  # a kernel's name, shortened to this (its functor first: names.short_name)
 
 
 def guess_table(t: Tables):
@@ -23,7 +26,8 @@ def guess_table(t: Tables):
     if check is None:
         return None
     work = check.work
-    unit = "device work" if work.on_device else "compute ops"
+    unit = ("device events" if work.on_device else "compute ops") if len(work.typical) != 1 else \
+        ("device event" if work.on_device else "compute op")
     alike = "every call alike" if work.alike == work.calls else f"{work.alike} of {work.calls} calls alike"
     table = Table(title=f"guess first, then look: one {escape(check.guess.annotation)} call "
                         f"({len(work.typical)} {unit}, {alike})", title_justify="left")
@@ -31,10 +35,18 @@ def guess_table(t: Tables):
         table.add_column(col, overflow="fold", justify="right" if col == "x" else "left")
     for row, count in check.grouped():
         seen = row.seen
-        ran = "" if seen is None else (f"{seen.kernel} (by {seen.op or 'no op'})" if seen.kernel else seen.op)
+        ran = "" if seen is None else _ran(seen)
         via = () if seen is None else seen.via
         under = " > ".join(via[-VIA_SHOWN:])
-        table.add_row(MARKS.get(row.status, NOT_GUESSED_MARK), escape(row.expected or ""), escape(ran[:90]),
+        table.add_row(MARKS.get(row.status, NOT_GUESSED_MARK), escape(row.expected or ""), escape(ran),
                       str(count), escape(under))
     table.caption = escape(f"the guess: {check.guess.source}")
     return table
+
+
+def _ran(seen) -> str:
+    """What ran, named as what it is: a kernel or copy with its op, a memset as a memset."""
+    if seen.is_memset:
+        size = f", {fmt_bytes(seen.bytes)}" if seen.bytes is not None else ""
+        return f"memset{size} ({seen.kernel}, by {seen.op or 'no op'})"
+    return f"{short_name(seen.kernel, KERNEL_SHOWN)} (by {seen.op or 'no op'})" if seen.kernel else seen.op

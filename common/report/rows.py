@@ -122,5 +122,7 @@ class OpRow:
     self_cpu_us: float
     self_device_us: float
     device_total_us: float
-    kernels: int
+    kernels: int  # the kernels it launched itself (not its memcpys and memsets)
     calls_with_device_work: int
+    memcpys: int = 0  # the memcpys it launched itself
+    memsets: int = 0  # the memsets it launched itself

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.report.model import OP, RUNTIME, Model
+from common.report.model import KERNEL, OP, RUNTIME, Model
 from common.report.phases import calls_in_window, subtree_ends
 
 # the ops whose insides the attention rules read
@@ -32,7 +32,7 @@ class Subtree:
     ops_us: dict  # {op name: wall time} of those (a nested op's time also counts in its ancestors')
     kernels: dict  # {device event name: count} launched from inside them (GPU)
     kernels_us: dict  # {device event name: device time}
-    launches: dict  # {runtime call name: count} that launched those
+    launches: dict  # {runtime call name: count} that launched the kernels among those (not memcpys, memsets)
     self_us: dict = None  # {op name: own time} of the calls themselves (under ``op``) and every op nested in them
 
     def per_call(self, name: str) -> float:
@@ -63,7 +63,7 @@ def subtree(m: Model, op: str) -> Subtree | None:
     is_call[calls] = True
     paths = _paths(m, nested, is_call)
     kernels, kernels_us = _by_name(m, dev.name[launched], dev.dur[launched])
-    runtime = dev.launch[launched]
+    runtime = dev.launch[launched[dev.kind[launched] == KERNEL]]  # a memset's cudaMemsetAsync launches no kernel
     launches = Counter(m.names[i] for i in cpu.name[runtime[cpu.kind[runtime] == RUNTIME]].tolist())
     outer = calls[~_nested_in_same(calls, ends)]
     mine = np.concatenate((outer, nested))

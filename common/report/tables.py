@@ -29,8 +29,9 @@ from common.report.phases import phase_table
 from common.report.intervals import Intervals
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
-from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
-                                 STEP_RE, Model)
+from common.report.outside import LaunchedOutside, launched_outside
+from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, MEMCPY, MEMSET,
+                                 OP, RUNTIME, STEP_RE, Model)
 from common.report.overlap import hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
@@ -81,6 +82,7 @@ class Tables:
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
+    launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -143,7 +145,7 @@ def build_tables(m: Model) -> Tables:
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
-        chains=phase_chains(m, [p.name for p in phases]))
+        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:
@@ -338,13 +340,15 @@ def annotation_gaps(m: Model) -> list:
 
 
 def category_table(m: Model) -> tuple[CategoryRow, ...]:
-    """GPU time by kernel category (every device event), largest first."""
+    """GPU time by kernel category (every device event the trace launched: not those launched before it),
+    largest first."""
     dev = m.dev
     if not m.has_gpu:
         return ()
-    time = np.bincount(dev.category, weights=dev.dur, minlength=len(CATEGORY_CODES))
-    count = np.bincount(dev.category, minlength=len(CATEGORY_CODES))
-    total = float(dev.dur.sum())
+    mine = ~dev.outside
+    time = np.bincount(dev.category[mine], weights=dev.dur[mine], minlength=len(CATEGORY_CODES))
+    count = np.bincount(dev.category[mine], minlength=len(CATEGORY_CODES))
+    total = float(dev.dur[mine].sum())
     rows = [CategoryRow(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
                         pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
             for c, i in CATEGORY_CODES.items() if count[i]]
@@ -368,9 +372,10 @@ def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
 
 
 def kernel_table(m: Model) -> tuple[KernelRow, ...]:
-    """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates."""
+    """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates; the
+    kernels the trace launched (one launched before the window is in no row: :mod:`.outside`)."""
     dev = m.dev
-    rows_of = np.flatnonzero(dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
+    rows_of = np.flatnonzero((dev.kind == KERNEL) & ~dev.outside) if m.has_gpu else np.empty(0, np.int64)
     if not rows_of.size:
         return ()
     dur = dev.dur[rows_of]
@@ -383,7 +388,7 @@ def kernel_table(m: Model) -> tuple[KernelRow, ...]:
     for g in np.argsort(-stats["total"], kind="stable").tolist():
         name = m.names[int(uniq[g])]
         rows.append(KernelRow(
-            name=name, category=trace_names.kernel_category(name), calls=int(stats["count"][g]),
+            name=name, category=CATEGORY_KEYS[int(dev.category[rows_of[kernel == g][0]])], calls=int(stats["count"][g]),
             total_us=float(stats["total"][g]), mean_us=float(stats["total"][g] / stats["count"][g]),
             min_us=float(stats["min"][g]), median_us=float(stats["median"][g]), max_us=float(stats["max"][g]),
             share_pct=100.0 * float(stats["total"][g]) / total_time if total_time > 0 else 0.0,
@@ -449,11 +454,11 @@ def op_table(m: Model) -> tuple[OpRow, ...]:
     calls = np.bincount(name[counted], minlength=names)
     total = np.bincount(name[counted], weights=cpu.dur[counted], minlength=names)
     self_cpu = np.bincount(name[rows_of], weights=cpu.self_us[rows_of], minlength=names)
-    self_device, kernels = np.zeros(names), np.zeros(names, dtype=np.int64)
+    self_device, launched = np.zeros(names), {k: np.zeros(names, dtype=np.int64) for k in (KERNEL, MEMCPY, MEMSET)}
     if m.has_gpu:
         by_op = dev.op >= 0
         self_device = np.bincount(name[dev.op[by_op]], weights=dev.dur[by_op], minlength=names)
-        kernels = np.bincount(name[dev.op[by_op]], minlength=names)
+        launched = {k: np.bincount(name[dev.op[by_op & (dev.kind == k)]], minlength=names) for k in launched}
     launched_time, launched_count = _launched_below(m)
     device_total = np.bincount(name[counted], weights=launched_time[counted], minlength=names)
     with_work = np.bincount(name[counted], weights=(launched_count[counted] > 0).astype(np.float64), minlength=names)
@@ -461,8 +466,9 @@ def op_table(m: Model) -> tuple[OpRow, ...]:
     kind[name[rows_of]] = cpu.kind[rows_of]
     rows = [OpRow(name=m.names[i], kind="annotation" if kind[i] == ANNOTATION else "op", calls=int(calls[i]),
                   cpu_total_us=float(total[i]), self_cpu_us=float(self_cpu[i]), self_device_us=float(self_device[i]),
-                  device_total_us=float(device_total[i]), kernels=int(kernels[i]),
-                  calls_with_device_work=int(with_work[i]))
+                  device_total_us=float(device_total[i]), kernels=int(launched[KERNEL][i]),
+                  calls_with_device_work=int(with_work[i]), memcpys=int(launched[MEMCPY][i]),
+                  memsets=int(launched[MEMSET][i]))
             for i in np.flatnonzero(calls).tolist()]
     rows.sort(key=lambda r: -r.cpu_total_us)
     return tuple(rows)

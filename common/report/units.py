@@ -19,6 +19,17 @@ def fmt_us(x) -> str:
     return f"{x:.1f} µs"
 
 
+def fmt_bytes(x) -> str:
+    """A size in bytes, written with a decimal unit (``4 B``, ``33.6 MB``; ``n/a`` for None)."""
+    if x is None or not math.isfinite(float(x)):
+        return "n/a"
+    x = float(x)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.1f} {unit}"
+    return f"{x:.0f} B"
+
+
 def rounded(x, digits: int = 1):
     """``x`` rounded for a finding's evidence (None stays None)."""
     return None if x is None else round(float(x), digits)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 from common.report import names as trace_names
 from common.report.rules import Finding, in_window
 from common.report.tables import Tables
-from common.report.units import fmt_us
+from common.report.units import fmt_bytes, fmt_us
 
 
 def hidden_dtod_copy(t: Tables):
     """A cudaMemcpyAsync you didn't write / Memcpy DtoD immediately before a GEMM: often a hidden
     device-to-device copy, e.g. addmm seeding its output with the bias before the GEMM epilogue
-    (the "fusion" is at the dispatcher level, not in the kernel). Whether addmm copies depends on
-    the torch version and the bias: the rule says which the trace shows."""
+    (the "fusion" is at the dispatcher level, not in the kernel). A memset or a tiny event between
+    the copy and the GEMM (cuBLAS's 4-byte memset before a Hopper GEMM) does not part them. Whether
+    addmm copies depends on the torch version and the bias: the rule says which the trace shows."""
     if not t.has_gpu:
         return None
     found = t.dtod_before_gemm
@@ -22,13 +25,21 @@ def hidden_dtod_copy(t: Tables):
     size = f", {b / 1e6:.1f} MB" if b else ""
     chain = list(found.issued_by)
     via = f" (issued by {' ← '.join(chain[:4])})" if chain else ""
+    between = (f" (with {', '.join(_event(*e) for e in found.between)} between)" if found.between else "")
     return Finding("hidden_dtod_copy", f"hidden copy: {len(found.copies)} Memcpy DtoD{size}, median "
                    f"{fmt_us(found.median_us)}, each right before GEMM "
-                   f"{trace_names.short_name(found.gemm, 60)}{via}",
+                   f"{trace_names.short_name(found.gemm, 60)}{between}{via}",
                    "the bias seed copy of addmm (out = bias, then GEMM with beta=1): fused at the dispatcher, not in "
                    "the kernel; torch versions differ (recent ones may hand the bias to the GEMM without this copy)",
-                   dict(variant="copy", pairs=len(found.copies), bytes=b, gemm=found.gemm, issued_by=chain),
+                   dict(variant="copy", pairs=len(found.copies), bytes=b, gemm=found.gemm, issued_by=chain,
+                        between=[name for name, _, _ in found.between]),
                    spans=in_window(t, found.copies))
+
+
+def _event(name: str, memset: bool, written: float) -> str:
+    if memset:
+        return f"a {fmt_bytes(written)} memset" if math.isfinite(written) else "a memset"
+    return trace_names.short_name(name, 40)
 
 
 def _no_bias_copy(t: Tables):

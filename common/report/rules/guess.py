@@ -8,13 +8,17 @@ from common.report import names as trace_names
 from common.report.guessed import AS_GUESSED, MISSING, NOT_GUESSED
 from common.report.rules import Finding
 from common.report.tables import Tables
+from common.report.units import fmt_bytes
 
 
 def seen_name(item, depth: int = 1) -> str:
     """``aten::copy_ (under aten::clone)``: the op (a kernel with the op that launched it) and the
-    ``depth`` innermost ops around it."""
+    ``depth`` innermost ops around it; a memset as a memset (``a 4 B memset (launched by aten::bmm)``)."""
     what = item.op or "(no op)"
-    if item.kernel:
+    if item.is_memset:
+        size = f"{fmt_bytes(item.bytes)} " if item.bytes is not None else ""
+        what = f"a {size}memset (launched by {what})"
+    elif item.kernel:
         what = f"{trace_names.short_name(item.kernel, 50)} (launched by {what})"
     via = item.via[-depth:] if depth else ()
     return f"{what} (under {' > '.join(via)})" if via else what
@@ -25,20 +29,29 @@ def guess_vs_seen(t: Tables):
     the kernels and copies a call launched, each named by its launching op; on the CPU the ops that
     did the arithmetic (the same ops). Every mismatch is the interesting part: an item nobody
     guessed (the masked_fill's copy), an item that never ran (no fused kernel in SDPA's math
-    backend). The report prints the whole table (--short too), mismatches first."""
+    backend). A memset (cuBLAS's 4 bytes before a Hopper GEMM) is never taken for a guessed piece of
+    work: it is named as a memset, a fill the library issues; a call whose only surprise is memsets
+    ran all as guessed. The report prints the whole table (--short too), mismatches first."""
     check = t.guess
     if check is None:
         return None
-    work, unit = check.work, ("device events" if check.work.on_device else "compute ops")
+    work = check.work
+    ran_one = len(work.typical) == 1
+    unit = ("device event" if ran_one else "device events") if work.on_device else \
+        ("compute op" if ran_one else "compute ops")
     missing, extra = check.count(MISSING), check.count(NOT_GUESSED)
     ran = len(work.typical)
+    if work.on_device:
+        unit += _by_kind(work.typical)
     alike = "" if work.alike == work.calls else f"; {work.alike} of {work.calls} calls ran exactly this"
     guessed = len(check.guess.items)
     head = (f"{check.guess.annotation}: the post guesses {guessed} piece{'s' if guessed != 1 else ''} of work, a "
             f"call ran {ran} {unit}{alike}")
     evidence = dict(check.to_json(), missing=missing, not_guessed=extra, ran=ran)
-    if not check.mismatches:
-        return Finding("guess_vs_seen", f"{head}: all as guessed", "", evidence)
+    fills = [r.seen for r in check.rows if r.status == NOT_GUESSED and r.seen.is_memset]
+    if not check.mismatches or (not missing and extra == len(fills)):
+        besides = f"; besides, {_listed([seen_name(item) for item in fills])}, which no guess names" if fills else ""
+        return Finding("guess_vs_seen", f"{head}: {_all(check.count(AS_GUESSED))} as guessed{besides}", "", evidence)
     parts = []
     if extra:
         seen = [r.seen for r in check.rows if r.status == NOT_GUESSED]
@@ -54,6 +67,19 @@ def guess_vs_seen(t: Tables):
     return Finding("guess_vs_seen", f"{head}: {matched} as guessed, " + "; ".join(parts),
                    "each mismatch is the interesting part: open the trace at the call and read what ran around it "
                    "(the ops it sits under say why it runs)", evidence, level="warn")
+
+
+def _all(n: int) -> str:
+    return "all" if n == 1 else f"all {n}"
+
+
+def _by_kind(items) -> str:
+    """`` (5 kernels, 1 memcpy, 1 memset)``: a call's device events by kind ("" when all are kernels)."""
+    kinds = Counter(item.device_kind for item in items)
+    if set(kinds) <= {"kernel"}:
+        return ""
+    return " (" + ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind in ("kernel", "memcpy", "memset")
+                            if (n := kinds.get(kind))) + ")"
 
 
 def _listed(names: list, most: int = 4) -> str:

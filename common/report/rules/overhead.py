@@ -193,6 +193,12 @@ def compute_bound(t: Tables):
                    spans=_every_step(t))
 
 
+def launched_work(op) -> str:
+    """``3 kernels, 3 memcpys, 3 memsets``: what an op launched, each counted as what it is."""
+    parts = [(op.kernels, "kernel"), (op.memcpys, "memcpy"), (op.memsets, "memset")]
+    return ", ".join(f"{n:,} {word}{'s' if n != 1 else ''}" for n, word in parts if n) or "no device work"
+
+
 def hotspot_op(t: Tables):
     """One op dominates the device (or, on a CPU trace, the CPU) time: the op-level hotspot."""
     ops = _ops(t)
@@ -205,7 +211,7 @@ def hotspot_op(t: Tables):
             return None
         share = 100 * top.self_device_us / total
         return Finding("hotspot_op", f"hotspot op: {top.name} launches {share:.1f}% of device time "
-                       f"({fmt_us(top.self_device_us)} in {top.calls:,} calls, {top.kernels:,} kernels)",
+                       f"({fmt_us(top.self_device_us)} in {top.calls:,} calls: {launched_work(top)})",
                        "look at its shapes (record_shapes=True) and the kernels it picks",
                        dict(op=top.name, share_pct=rounded(share), self_device_us=rounded(top.self_device_us),
                             calls=top.calls))
