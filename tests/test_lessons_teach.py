@@ -126,8 +126,9 @@ def test_eager_linear_is_not_told_it_copies_on_a_gpu(runs):
 def test_compare_reports_medians_and_the_noise(runs):
     a, b = trace(runs["01_default"]), trace(runs["01_warm"])
     cpu = report_json("--compare", a, b)["summary"]["cpu"]
-    walls_a = sorted(s["wall_us"] for s in report_json(a)["steps"])
-    assert cpu["a_median_us"] == walls_a[1] and cpu["a_range_us"] == [walls_a[0], walls_a[2]]
+    walls_a = sorted(s["wall_us"] for s in report_json(a)["steps"][1:])  # the profiler's first step left out
+    assert cpu["a_median_us"] == pytest.approx((walls_a[0] + walls_a[1]) / 2, abs=1e-3)
+    assert cpu["a_range_us"] == pytest.approx(walls_a, abs=1e-3)
     assert isinstance(cpu["inside_noise"], bool) and cpu["judged"] == (not cpu["inside_noise"])
     text = run_module("common.report", "--compare", a, b, env=command_env(COLUMNS="80")).stdout
     text = " ".join(text.split())
@@ -190,7 +191,7 @@ def test_report_reads_at_80_columns(runs, which):
 def test_compare_reads_at_80_columns(runs):
     out = _run80("common.report", "--compare", str(DATA_TRACES / "hta/v100_ddp_rank1.json.gz"),
                  str(DATA_TRACES / "hta/a100_rank3.json.gz"))
-    assert not _tables_truncated(out) and "dev A" in out and "kernels per step" in out
+    assert not _tables_truncated(out) and "dev A" in out and "device work per step" in out
     head = [line for line in out.splitlines() if "step" in line and "CPU A" in line]
     assert head and "…" not in head[0]
 

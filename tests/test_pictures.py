@@ -142,7 +142,7 @@ def test_compare_page(runs, tmp_path):
     c = json.loads(cli("--compare", a, b, "--json").stdout)
     assert page.figures["compare-cpu"]["a_us"] == pytest.approx([s["a_cpu_us"] for s in c["steps"]], abs=1e-3)
     assert "compare-device" not in page.figures  # CPU-only traces
-    assert "Ops only in A" in text and "median" in text
+    assert "Ops whose calls changed, per step (median)" in text and "leave out the profiler's first step" in text
     assert verdicts_under(text, "compare-cpu") == {"compare": c["summary"]["cpu"]["verdict"]}  # the console's
 
 

@@ -11,20 +11,25 @@ from conftest import command_env, event, run_module, write_trace
 from test_pictures import verdicts_under
 
 
-def steps_trace(path, step_us):
-    """A CPU-only trace of back-to-back ProfilerSteps, each a linear whose addmm takes half the step."""
+def steps_trace(path, step_us, control_us=20.0, ops=("aten::linear", "aten::addmm")):
+    """A CPU-only trace of back-to-back ProfilerSteps, each an aten::mul of ``control_us`` (the work
+    that does not change between two runs: the control of a comparison), then ``ops`` (an op and its
+    child, which takes half the step)."""
     ev, t = [], 0.0
     for i, wall in enumerate(step_us):
         ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
                event("linear_fwd", t + 1, wall - 2, "user_annotation"),
-               event("aten::linear", t + 2, wall - 4), event("aten::addmm", t + 3, wall / 2)]
+               event("aten::mul", t + 1.5, control_us),
+               event(ops[0], t + 2 + control_us, wall - 4 - control_us),
+               event(ops[1], t + 3 + control_us, wall / 2)]
         t += wall + 1
     return write_trace(path, ev)
 
 
 def compared(tmp_path, a_us, b_us):
     """(JSON summary, console text, HTML page) of ``--compare`` over two synthetic runs."""
-    a, b = steps_trace(tmp_path / "a.json", a_us), steps_trace(tmp_path / "b.json", b_us)
+    a = steps_trace(tmp_path / "a.json", a_us)
+    b = steps_trace(tmp_path / "b.json", b_us, ops=("aten::matmul", "aten::mm"))  # B changed its ops
     out = run_module("common.report", "--compare", a, b, "--json")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)["summary"]
@@ -44,7 +49,8 @@ def one_verdict(summary, text, page) -> str:
 
 def test_a_stalled_step_is_never_a_ratio(tmp_path):
     """One 15 ms stall among 70 µs steps (the 217x of issue 17): cannot tell, with the numbers."""
-    for b_us in ([70, 15_000, 72, 71, 73], [15_000, 15_940, 73]):  # one stall; a stalled median
+    # one stall; a stalled median (the first step, the profiler's, is left out of the judgement)
+    for b_us in ([70, 15_000, 72, 71, 73], [70, 15_000, 15_940, 73]):
         summary, text, page = compared(tmp_path, [70, 71, 72, 70, 73], b_us)
         verdict = one_verdict(summary, text, page)
         assert not summary["cpu"]["judged"] and summary["cpu"]["inside_noise"]
@@ -55,20 +61,23 @@ def test_a_stalled_step_is_never_a_ratio(tmp_path):
 
 
 def test_two_clean_runs_clearly_apart_get_their_ratio(tmp_path):
-    summary, text, page = compared(tmp_path, [100, 102, 104], [60, 61, 62])
+    summary, text, page = compared(tmp_path, [100, 102, 104, 102], [60, 61, 62, 61])
     verdict = one_verdict(summary, text, page)
     cpu = summary["cpu"]
     assert cpu["judged"] and not cpu["inside_noise"] and round(cpu["ratio"], 2) == 0.6
     assert verdict.startswith("CPU per step: B's median is 0.60x A's (102 µs vs 61 µs), and every B step is faster")
+    assert "control: 1 op common to both (aten::mul in linear_fwd) took 1.00x as long in B" in verdict
     assert "median 102 µs 61 µs 0.60x" in text
 
 
 def test_overlap_or_a_gap_inside_the_spread_cannot_tell(tmp_path):
-    summary, text, page = compared(tmp_path, [100, 110, 120], [95, 105, 115])
+    summary, text, page = compared(tmp_path, [90, 100, 110, 120], [85, 95, 105, 115])
     verdict = one_verdict(summary, text, page)
     assert not summary["cpu"]["judged"]
     assert "cannot tell which run is faster: the ranges overlap (A 100 µs-120 µs, B 95 µs-115 µs)" in verdict
-    # apart, but by less than either run varies: 10 µs between ranges 40 µs wide
-    summary, text, page = compared(tmp_path, [100, 130, 140], [150, 160, 190])
+    # apart in every step, but by less than WIDER_MIN_US (5 µs): no verdict either
+    summary, text, page = compared(tmp_path, [90, 100, 130, 140], [150, 143, 160, 190])
     verdict = one_verdict(summary, text, page)
-    assert not summary["cpu"]["judged"] and "apart" in verdict and "no more than the runs' own spread of 40 µs" in verdict
+    assert not summary["cpu"]["judged"] and "the ranges lie only 3.0 µs apart" in verdict
+
+

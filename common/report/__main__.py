@@ -261,23 +261,40 @@ def run(argv=None, from_shell: bool = False) -> int:
 
 
 def _glance(args: argparse.Namespace) -> int:
-    """One row per trace (:mod:`common.report.glance`)."""
-    from common.report import analyze
-    from common.report.glance import expand, glance_row, render_glance
+    """A few lines per trace, in the posts' order (:mod:`common.report.glance`); files that are not
+    traces are skipped and named, and the command's own output (-o) is never read."""
+    from dataclasses import replace
 
-    paths = expand(args.traces)
+    from common.errors import BadInput
+    from common.report import analyze
+    from common.report.glance import digest, expand, glance_row, order_key, render_glance, skipped_line, with_versus
+
+    paths = expand(args.traces, skip=args.output if args.output != STDIN else None)
     if not paths:
         fail(f"{shorten(' '.join(args.traces))}: no .json or .json.gz trace there")
-    rows = []
+    read, skipped = [], []
     for path in paths:
-        tables, findings = analyze(str(path), parallel=True, max_bytes=args.max_size)
-        rows.append(glance_row(tables, findings, display_path(path)))
+        try:
+            tables, findings = analyze(str(path), parallel=True, max_bytes=args.max_size)
+        except BadInput as exc:
+            why = str(exc).strip().splitlines()[0].removeprefix("error: ")
+            head, sep, rest = why.partition(": ")
+            skipped.append((display_path(path), rest if sep and path.name in head else why))
+            continue
+        shown = display_path(path)
+        read.append((order_key(tables, shown), glance_row(tables, findings, shown), digest(tables, shown)))
+    if not read:
+        fail(f"{shorten(' '.join(args.traces))}: no trace there ({skipped_line(skipped)})")
+    read.sort(key=lambda r: r[0])
+    rows = [replace(row, versus=v) for (_, row, _), v in zip(read, with_versus([d for _, _, d in read]))]
     if args.json:
         write_json([r.to_json() for r in rows], args.output)
+        if skipped:
+            print(skipped_line(skipped), file=sys.stderr)
         return 0
     from rich.console import Console
 
-    render_glance(rows, Console())
+    render_glance(rows, Console(), skipped)
     return 0
 
 

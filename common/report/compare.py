@@ -1,52 +1,41 @@
 """Two traces side by side (eager vs compile is the common case).
 
-Per step: CPU (wall) time and device time and their ratio B/A, kernels per step; kernel names
-only in A, only in B, in both (with the change in total time); ops that vanished or appeared.
-The summary compares medians, not means (one slow step moves a mean of three; P1.14), shows each
-run's range, and judges the ratio only when the two runs' steps are clearly apart: every step of
-one run faster than every step of the other, by more than either run's own spread, and neither run
-too noisy (steadiness.TwoRuns) nor called noisy by its own report (the noisy_steps rule). Otherwise
-the verdict is "cannot tell" and why, with the numbers: one stalled step never makes a 200x claim.
+Per step: CPU (wall) time and device time and their ratio B/A, kernels per step; the device work
+(kernels, memcpys, memsets) in both, changed (a GEMM renamed only in its flags), gone and new, and
+the ops whose calls (or, on a GPU, device time) changed, all per step (:mod:`.compare_rows`). The
+summary compares medians, not means (one slow step moves a mean of three; P1.14), over the steps
+after the profiler's first (wider in every run: it is the profiler starting), shows each run's
+range, and judges the ratio only when every step of one run is faster than every step of the other
+and the work that did not change kept its time (:mod:`.control`). Otherwise the verdict is "cannot
+tell" and why, with the numbers: one stalled step never makes a 200x claim, and a busier machine is
+not a slower program.
 """
 
 from __future__ import annotations
 
 from common.commands import display_path
 from common.report import names as trace_names
-from common.report.model import STEP_RE
+from common.report.compare_rows import device_changes, differing, judged_steps, op_changes
+from common.report.control import cpu_control, device_control, judge
 from common.report.tables import Tables
 from common.report.units import fmt_us, json_ready
-from common.report.steadiness import Spread, TwoRuns
+from common.report.steadiness import Spread
 
 
 def _per_step(t: Tables) -> dict:
-    rows = t.step_rows
+    rows = [t.step_rows[i] for i in judged_steps(t).tolist()]
     return dict(
-        steps=len(rows),
+        steps=len(t.step_rows), judged=len(rows),
         cpu=Spread(tuple(r.wall_us for r in rows)),
         device=Spread(tuple(r.device_us for r in rows)) if t.has_gpu else None,
         kernels=Spread(tuple(float(r.kernels) for r in rows)),
     )
 
 
-def _own_noise(t: Tables, name: str) -> str | None:
-    """Why the run's own report calls its timings noise (its noisy_steps finding), or None."""
-    from common.report.rules.timeline import noisy_steps
-
-    finding = noisy_steps(t)
-    return f"{name}'s own report calls its timings noise ({finding.message.split('; ')[0]})" if finding else None
-
-
-def _side_by_side(what: str, a: Spread | None, b: Spread | None, noise: str | None) -> dict | None:
-    """Medians, ranges, the ratio of medians, whether it can be judged and the verdict line; None
-    without data. ``noise``: why a run's own report calls its timings noise."""
-    if a is None or b is None or not a.values or not b.values:
-        return None
-    two = TwoRuns(a, b)
-    why = two.why_not_apart or noise
-    side = dict(a_median_us=a.median, b_median_us=b.median, a_range_us=[a.low, a.high], b_range_us=[b.low, b.high],
-                ratio=two.ratio, inside_noise=why is not None, judged=why is None and two.ratio is not None)
-    return dict(side, verdict=_verdict(what, side, why))
+def _left_out(t: Tables) -> list[str]:
+    """The steps compare does not judge (the profiler's first, in a run of three or more)."""
+    first = judged_steps(t)
+    return [t.step_rows[i].name for i in range(int(first[0]) if first.size else 0)]
 
 
 def compare(a: Tables, b: Tables) -> dict:
@@ -63,46 +52,26 @@ def compare(a: Tables, b: Tables) -> dict:
             device_ratio=(rb.device_us / ra.device_us) if ra and rb and ra.device_us > 0 else None,
             a_kernels=ra.kernels if ra else None, b_kernels=rb.kernels if rb else None,
         ))
-    noise = _own_noise(a, "A") or _own_noise(b, "B")
-    cpu = _side_by_side("CPU", sa["cpu"], sb["cpu"], noise)
-    device = _side_by_side("device", sa["device"], sb["device"], None)  # noisy_steps reads the host's steps
-    ka = {k.name: k for k in a.kernels}
-    kb = {k.name: k for k in b.kernels}
-    na, nb = max(sa["steps"], 1), max(sb["steps"], 1)
-    both = [dict(name=n, a_total_us=ka[n].total_us, b_total_us=kb[n].total_us,
-                 a_per_step_us=ka[n].total_us / na, b_per_step_us=kb[n].total_us / nb,
-                 change_pct=(100 * (kb[n].total_us / nb - ka[n].total_us / na) / (ka[n].total_us / na))
-                 if ka[n].total_us > 0 else None)
-            for n in ka if n in kb]
-    only_a = [dict(name=n, calls=ka[n].calls, total_us=ka[n].total_us) for n in ka if n not in kb]
-    only_b = [dict(name=n, calls=kb[n].calls, total_us=kb[n].total_us) for n in kb if n not in ka]
-    oa = {o.name: o for o in a.ops if not STEP_RE.match(o.name)}
-    ob = {o.name: o for o in b.ops if not STEP_RE.match(o.name)}
-    vanished = sorted(({"name": n, "calls": oa[n].calls} for n in oa if n not in ob), key=lambda r: -r["calls"])
-    appeared = sorted(({"name": n, "calls": ob[n].calls} for n in ob if n not in oa), key=lambda r: -r["calls"])
+    cpu = judge("CPU", sa["cpu"], sb["cpu"], cpu_control(a, b), needs_control=True) \
+        if sa["cpu"].values and sb["cpu"].values else None
+    device = judge("device", sa["device"], sb["device"], device_control(a, b), needs_control=False) \
+        if sa["device"] is not None and sb["device"] is not None else None
+    changed_ops = op_changes(a, b)
     return json_ready(dict(
         a=a.model.path, b=b.model.path,
         summary=dict(
-            a_steps=sa["steps"], b_steps=sb["steps"], cpu=cpu, device=device,
+            a_steps=sa["steps"], b_steps=sb["steps"], a_left_out=_left_out(a), b_left_out=_left_out(b),
+            cpu=cpu, device=device,
             a_kernels_per_step=sa["kernels"].median, b_kernels_per_step=sb["kernels"].median,
         ),
         steps=steps,
-        kernels=dict(only_a=only_a, only_b=only_b, both=both),
-        ops=dict(vanished=vanished, appeared=appeared),
+        kernels=device_changes(a, b),
+        ops=dict(changed=changed_ops,
+                 vanished=[dict(name=r["name"], calls=r["a_calls_per_step"]) for r in changed_ops
+                           if not r["b_calls_per_step"]],
+                 appeared=[dict(name=r["name"], calls=r["b_calls_per_step"]) for r in changed_ops
+                           if not r["a_calls_per_step"]]),
     ))
-
-
-def _verdict(what: str, side: dict, why: str | None) -> str:
-    """One line: ``CPU per step: B's median is 0.38x A's (...), and every B step is faster ...``, or
-    ``CPU per step: cannot tell which run is faster: <why> (medians ...)``."""
-    medians = f"{fmt_us(side['a_median_us'])} vs {fmt_us(side['b_median_us'])}"
-    if why is not None or side["ratio"] is None:
-        return f"{what} per step: cannot tell which run is faster: {why or 'A has no time'} (medians A vs B: {medians})"
-    faster = "B" if side["ratio"] < 1 else "A"
-    return (f"{what} per step: B's median is {side['ratio']:.2f}x A's ({medians}), and every {faster} step is "
-            f"faster than every step of the other, by more than either run's spread "
-            f"(A {fmt_us(side['a_range_us'][0])}-{fmt_us(side['a_range_us'][1])}, "
-            f"B {fmt_us(side['b_range_us'][0])}-{fmt_us(side['b_range_us'][1])})")
 
 
 STEP_ROWS = 20  # the console's step table shows the first this many steps (--json and the page: every one)
@@ -142,16 +111,85 @@ def _step_names(c: dict, side: str) -> str:
     return f"{names[0]}..{names[-1]}" if len(names) > 2 else ", ".join(names)
 
 
-def render_compare(c: dict, console) -> None:
+def _calls(a: float, b: float) -> str:
+    return f"{a:g}" if a == b else f"{a:g}→{b:g}"
+
+
+def _change(a_us: float, b_us: float) -> str:
+    return f"{100 * (b_us - a_us) / a_us:+.1f}%" if a_us > 0 and b_us > 0 else "gone" if a_us > 0 else "new"
+
+
+def _work_line(c: dict) -> str:
+    """``per step (median): A 5 kernels, 1 memcpy, 1 memset; B 5 kernels, 1 memset``."""
+    rows = [r for key in ("both", "changed", "only_a", "only_b") for r in c["kernels"][key]]
+
+    def side(x: str) -> str:
+        counts = {}
+        for r in rows:
+            counts[r["kind"]] = counts.get(r["kind"], 0) + r[f"{x}_calls_per_step"]
+        parts = [f"{n:g} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(counts.items()) if n]
+        return ", ".join(parts) or "no device work"
+    return f"device work per step (median): A {side('a')}; B {side('b')}"
+
+
+def device_work_rows(c: dict, width: int = 31) -> list[list[str]]:
+    """The device work table's rows: what, name, calls per step, A and B per step, change (the changed
+    GEMM's name ends with what differs: ``(bz → badd)``)."""
+    k = c["kernels"]
+    out = []
+    for what, key, most in (("both", "both", 12), ("changed", "changed", 6), ("gone", "only_a", 8), ("new", "only_b", 8)):
+        for r in k[key][:most]:
+            name = r["name"]
+            if key == "changed":
+                differs = f" ({' '.join(differing(name, r['b_name']))} → {' '.join(differing(r['b_name'], name))})"
+                name = trace_names.short_name(name, max(width - len(differs), 12)) + differs
+            else:
+                name = trace_names.short_name(name, width)
+            out.append([what, name, _calls(r["a_calls_per_step"], r["b_calls_per_step"]),
+                        fmt_us(r["a_per_step_us"]) if r["a_calls_per_step"] else "-",
+                        fmt_us(r["b_per_step_us"]) if r["b_calls_per_step"] else "-",
+                        _change(r["a_per_step_us"], r["b_per_step_us"])])
+    return out
+
+
+def op_rows(c: dict, with_device: bool, most: int = 12) -> list[list[str]]:
+    """The changed ops' rows: op, calls per step (A→B), CPU per step A and B, device per step A and B."""
+    out = []
+    for r in c["ops"]["changed"][:most]:
+        row = [r["name"], _calls(r["a_calls_per_step"], r["b_calls_per_step"]),
+               fmt_us(r["a_cpu_us"]) if r["a_calls_per_step"] else "-", fmt_us(r["b_cpu_us"]) if r["b_calls_per_step"] else "-"]
+        if with_device:
+            row += [fmt_us(r["a_device_us"]) if r["a_device_us"] else "-", fmt_us(r["b_device_us"]) if r["b_device_us"] else "-"]
+        out.append(row)
+    return out
+
+
+def _table(title: str, cols: list[str], rows: list[list[str]], text_cols: int):
     from rich import box
     from rich.markup import escape
     from rich.table import Table
+
+    t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for i, col in enumerate(cols):
+        t.add_column(col, justify="left" if i < text_cols else "right", no_wrap=i != text_cols - 1, overflow="fold")
+    for row in rows:
+        t.add_row(*(escape(x) for x in row))
+    return t
+
+
+def render_compare(c: dict, console) -> None:
+    from rich.markup import escape
 
     s = c["summary"]
     with_device = s["device"] is not None
     console.print(f"[bold]compare[/]  A = {escape(display_path(c['a']))}")
     console.print(f"          B = {escape(display_path(c['b']))}")
     console.print(f"steps: A {_step_names(c, 'a')}, B {_step_names(c, 'b')}, side by side in order")
+    left = [f"{x} {', '.join(n.replace('ProfilerStep', '') for n in s[f'{x.lower()}_left_out'])}"
+            for x in ("A", "B") if s[f"{x.lower()}_left_out"]]
+    if left:
+        console.print(f"the medians, the verdicts and every per-step figure below leave out the profiler's first step "
+                      f"({', '.join(left)}): it is wider in every run, the profiler starting")
     console.print("per step: CPU = the step's wall time" + (
         "; dev = kernel/memcpy/memset time it launched" if with_device else " (CPU-only traces: no device columns)"))
     console.print(_step_table(c, with_device))
@@ -159,27 +197,19 @@ def render_compare(c: dict, console) -> None:
         console.print(f"[dim]the first {STEP_ROWS} of {len(c['steps']):,} steps; the median row and the verdict read "
                       "every step (--json and --html list them all)[/]")
     if with_device:
-        console.print(f"kernels per step (median): A {s['a_kernels_per_step']:g}, B {s['b_kernels_per_step']:g}")
+        console.print(_work_line(c))
     for side in filter(None, (s["cpu"], s["device"])):
         console.print(escape(side["verdict"]))
-    k = c["kernels"]
-    if k["both"] or k["only_a"] or k["only_b"]:
-        t = Table(title="kernels", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-        for col in ("", "kernel", "A/step", "B/step", "change"):
-            t.add_column(col, justify="left" if col in ("", "kernel") else "right",
-                         no_wrap=col != "kernel", overflow="fold")
-        for r in sorted(k["both"], key=lambda r: -r["a_total_us"])[:15]:
-            t.add_row("both", escape(trace_names.short_name(r["name"], 34)), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
-                      f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
-        for r in sorted(k["only_a"], key=lambda r: -r["total_us"])[:10]:
-            t.add_row("only A", escape(trace_names.short_name(r["name"], 34)), fmt_us(r["total_us"]), "-", "gone")
-        for r in sorted(k["only_b"], key=lambda r: -r["total_us"])[:10]:
-            t.add_row("only B", escape(trace_names.short_name(r["name"], 34)), "-", fmt_us(r["total_us"]), "new")
-        console.print(t)
+    rows = device_work_rows(c)
+    if rows:
+        console.print(_table("device work per step (median)", ["", "kernel / memcpy / memset", "calls", "A", "B",
+                                                               "change"], rows, 2))
+    elif not with_device:
+        console.print("device work: none in either trace (no device lane)")
+    rows = op_rows(c, with_device)
+    cols = ["op", "calls", "CPU A", "CPU B"] + (["dev A", "dev B"] if with_device else [])
+    if rows:
+        console.print(_table("ops whose calls" + (" or device time" if with_device else "") + " changed, per step "
+                             "(median)", cols, rows, 1))
     else:
-        console.print("kernels: none in either trace (no device lane)")
-    o = c["ops"]
-    van = ", ".join(f"{escape(r['name'])} ({r['calls']}x)" for r in o["vanished"][:12]) or "none"
-    app = ", ".join(f"{escape(r['name'])} ({r['calls']}x)" for r in o["appeared"][:12]) or "none"
-    console.print(f"ops only in A (vanished in B): {van}")
-    console.print(f"ops only in B (appeared): {app}")
+        console.print("ops: the same ops, as many calls per step, in both runs")

@@ -131,13 +131,13 @@ def _phases_table(t: Tables) -> str:
         return ""
     rows = []
     for p in t.phases:
-        row = [p.name, f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        device = [fmt_us(p.device_median_us) if p.device_median_us is not None else "-"] if t.has_gpu else []
+        row = [p.name, f"{p.calls:,}", *device, fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
         if t.has_gpu:
-            row += [f"{p.kernels_per_call:,.0f}", fmt_us(p.device_us_per_call),
-                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+            row += [f"{p.kernels_per_call:,.0f}", f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
         rows.append(row)
-    head = ["annotation", "calls", "mean wall", "ops per call"] + (
-        ["kernels per call", "device time per call", "GPU busy"] if t.has_gpu else [])
+    head = ["annotation", "calls"] + (["device time per call (median call)"] if t.has_gpu else []) + [
+        "CPU wall per call (mean)", "ops per call"] + (["kernels per call", "GPU busy"] if t.has_gpu else [])
     return "<h2>Annotations (per call)</h2>" + _table(head, rows)
 
 
@@ -223,15 +223,19 @@ def render_compare_html(c: dict) -> str:
                                            pair_series([s["a_device_us"] for s in steps if s["a_device_us"] is not None],
                                                        [s["b_device_us"] for s in steps if s["b_device_us"] is not None]),
                                            "device time"), _side_verdict(summary["device"])))
-    k = c["kernels"]
-    rows = [["both", trace_names.short_name(r["name"], 70), fmt_us(r["a_per_step_us"]), fmt_us(r["b_per_step_us"]),
-             f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"] for r in k["both"]]
-    rows += [["only A", trace_names.short_name(r["name"], 70), fmt_us(r["total_us"]), "-", "gone"] for r in k["only_a"]]
-    rows += [["only B", trace_names.short_name(r["name"], 70), "-", fmt_us(r["total_us"]), "new"] for r in k["only_b"]]
-    parts.append("<h2>Kernels</h2>" + (_table(["", "kernel", "A per step", "B per step", "change"], rows, 2)
-                                       if rows else "<p>none in either trace (no device lane)</p>"))
-    o = c["ops"]
-    for what, key in (("Ops only in A (vanished in B)", "vanished"), ("Ops only in B (appeared)", "appeared")):
-        parts.append(f"<h2>{what}</h2>" + (_table(["op", "calls"], [[r["name"], str(r["calls"])] for r in o[key]])
-                                           if o[key] else "<p>none</p>"))
+    from common.report.compare import device_work_rows, op_rows
+
+    with_device = summary["device"] is not None
+    left = [f"{x} {', '.join(summary[f'{x.lower()}_left_out'])}" for x in ("A", "B") if summary[f"{x.lower()}_left_out"]]
+    if left:
+        parts.insert(1, f'<p class="hint">The medians, the verdicts and every per-step figure leave out the '
+                        f'profiler\'s first step ({html.escape(", ".join(left))}): it is wider in every run.</p>')
+    rows = device_work_rows(c, width=70)
+    parts.append("<h2>Device work per step (median)</h2>" + (
+        _table(["", "kernel / memcpy / memset", "calls per step", "A", "B", "change"], rows, 2) if rows
+        else "<p>none in either trace (no device lane)</p>"))
+    rows = op_rows(c, with_device, most=50)
+    head = ["op", "calls per step", "CPU A", "CPU B"] + (["device A", "device B"] if with_device else [])
+    parts.append("<h2>Ops whose calls" + (" or device time" if with_device else "") + " changed, per step (median)</h2>"
+                 + (_table(head, rows) if rows else "<p>none: the same ops, as many calls per step</p>"))
     return _page("Compare two traces", parts)

@@ -4,7 +4,8 @@ A phase is every call of one annotation (``prefill``, ``decode``, ``forward``, `
 inside the profiled window: ProfilerStep#N and torch.compile's own frames are not phases. Per
 phase: how many calls, their mean wall time (host side, start to end of the annotation), the
 ops and kernels each call dispatches (everything nested in it on its thread, and the device work
-those nested runtime calls launched), the device time of that work, and how busy the GPU was while
+those nested runtime calls launched, matched by correlation id), the device time of that work (in
+all, per call on average, and the median, fastest and slowest call's), and how busy the GPU was while
 the calls ran (the union of kernel/memcpy/memset intervals inside the calls' spans, over their
 total span). A phase whose calls dispatch as many ops as another's but do far less work per call
 is overhead-bound: the rules compare phases with these numbers.
@@ -43,6 +44,10 @@ class Phase:
     device_us: Optional[float]  # device time of the work launched from inside the calls; None on CPU-only traces
     device_us_per_call: Optional[float]
     gpu_busy_pct: Optional[float]  # GPU busy while the calls ran, % of their wall time; None on CPU-only traces
+    # per call, the device time of the work it launched (by correlation id): median, fastest, slowest call
+    device_median_us: Optional[float] = None
+    device_low_us: Optional[float] = None
+    device_high_us: Optional[float] = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -120,6 +125,7 @@ def phase_table(m: Model, gpu_busy: Intervals) -> list[Phase]:
         calls = int(mine.sum())
         wall = float(cpu.dur[idx[mine]].sum())
         dev_us = float(per_call["device"][mine].sum()) if m.has_gpu else None
+        each = per_call["device"][mine]
         rows.append(Phase(
             name=m.names[nid], calls=calls, first_us=float(cpu.ts[idx[mine]].min()), wall_us=wall,
             mean_us=wall / calls, ops_per_call=float(per_call["ops"][mine].mean()),
@@ -128,6 +134,8 @@ def phase_table(m: Model, gpu_busy: Intervals) -> list[Phase]:
             graph_launches_per_call=float(per_call["graph"][mine].mean()),
             device_us=dev_us, device_us_per_call=dev_us / calls if dev_us is not None else None,
             gpu_busy_pct=(100.0 * float(busy[mine].sum()) / wall if wall > 0 else 0.0) if m.has_gpu else None,
+            **(dict(device_median_us=float(np.median(each)), device_low_us=float(each.min()),
+                    device_high_us=float(each.max())) if m.has_gpu else {}),
         ))
     rows.sort(key=lambda r: r.first_us)
     return rows

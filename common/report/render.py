@@ -348,21 +348,23 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
 
 
 def phases_table(t: Tables):
-    """The per-annotation table: what one call of each phase costs and dispatches."""
+    """The per-annotation table: what one call of each phase costs and dispatches. On a GPU trace the
+    first time is the device time of the work a call launched (its median call), then the CPU's wall."""
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="annotations (per call)",
-              caption="kernels and device time: the work launched from inside a call" if t.has_gpu else None)
-    cols = ["annotation", "calls", "mean wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else [])
+              caption="kernels and device time: the work launched from inside a call (median call); "
+                      "CPU wall: the call's host time (mean)" if t.has_gpu else None)
+    cols = ["annotation", "calls"] + (["device time"] if t.has_gpu else []) + ["CPU wall", "ops"] + (
+        ["kernels", "GPU busy"] if t.has_gpu else [])
     for col in cols:
         table.add_column(col, justify="left" if col == "annotation" else "right", overflow="fold")
     for p in t.phases[:20]:
-        row = [escape(p.name[:60]), f"{p.calls:,}", fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
+        device = [fmt_us(p.device_median_us) if p.device_median_us is not None else "-"] if t.has_gpu else []
+        row = [escape(p.name[:60]), f"{p.calls:,}", *device, fmt_us(p.mean_us), f"{p.ops_per_call:,.0f}"]
         if t.has_gpu:
-            row += [f"{p.kernels_per_call:,.0f}",
-                    fmt_us(p.device_us_per_call) if p.device_us_per_call is not None else "-",
-                    f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
+            row += [f"{p.kernels_per_call:,.0f}", f"{p.gpu_busy_pct:.1f}%" if p.gpu_busy_pct is not None else "-"]
         table.add_row(*row)
     if len(t.phases) > 20:
         table.caption = f"{len(t.phases) - 20} more annotations in --json"
@@ -370,10 +372,13 @@ def phases_table(t: Tables):
 
 
 def phases_line(t: Tables, most: int = 4) -> str:
-    """The phases in one line: calls, mean wall time and ops per call (and GPU busy on a GPU trace)."""
+    """The phases in one line: calls, the time per call (on a GPU trace the device time of the work a
+    call launched, median call, with the CPU's wall time beside it, named), ops per call and GPU busy."""
     parts = []
     for p in t.phases[:most]:
         busy = f", GPU busy {p.gpu_busy_pct:.0f}%" if p.gpu_busy_pct is not None else ""
-        parts.append(f"{p.name} {p.calls:,}x {fmt_us(p.mean_us)} ({p.ops_per_call:,.0f} ops{busy})")
+        time = (f"device {fmt_us(p.device_median_us)}, CPU {fmt_us(p.mean_us)}" if p.device_median_us is not None
+                else fmt_us(p.mean_us))
+        parts.append(f"{p.name} {p.calls:,}x {time} ({p.ops_per_call:,.0f} ops{busy})")
     more = f" (+{len(t.phases) - most} more)" if len(t.phases) > most else ""
     return "per call: " + "; ".join(parts) + more
