@@ -33,7 +33,7 @@ import time
 import webbrowser
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from rich.console import Console
 from rich.markup import escape
@@ -53,15 +53,12 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost")  # the Host a request may name (with
 QUIET_S = 10.0  # once the trace is sent, the server stops after this long with no request (the UI has loaded)
 
 
-def perfetto_link(name: str, port: int = PORT, window_us: tuple[float, float] | None = None) -> str:
-    return online_link(name, port, window_us)
-
-
 # ----------------------------------------------------------------------------- the server
 
 
 class _OneFileHandler(http.server.BaseHTTPRequestHandler):
-    """Serves ``server.trace`` at ``/<its name>`` and nothing else: no listing, no other path."""
+    """Serves ``server.trace`` at ``/<its name>`` and, with ``server.ui``, the UI's own files
+    (:func:`common.view_ui.ui_file`); nothing else: no listing, no other path."""
 
     server: _OneFileServer
     server_version = "common.view"

@@ -14,6 +14,7 @@ times 1000) open the timeline on that window once the trace is loaded (the UI's
 from __future__ import annotations
 
 import importlib.util
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,6 +41,7 @@ def ui_root() -> Path:
     return root
 
 
+@lru_cache(maxsize=4)
 def ui_version(root: Path) -> str | None:
     """The build's folder name, e.g. ``v52.0-6b9586def`` (the one index.html loads)."""
     found = [p.name for p in root.iterdir() if p.is_dir() and (p / "frontend_bundle.js").is_file()]

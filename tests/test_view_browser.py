@@ -202,13 +202,17 @@ def shot(page, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def open_at_a_finding(page, tmp_path: Path, trace: Path, annotated: Path) -> Timeline:
-    """The annotated copy, opened on the window of the first finding with spans: the UI shows that window
-    and the Findings track, with the finding's slice drawn."""
+def open_at_a_finding(page, tmp_path: Path, trace: Path, annotated: Path, page_html: str) -> Timeline:
+    """The command the HTML page prints under the first finding with spans, run on the annotated copy:
+    the UI shows that finding's window and the Findings track, with the finding's slice drawn."""
     t, findings = analyze(trace)
     f = next(f for f in findings if finding_window(t, f) is not None)
     start, end = finding_window(t, f)
-    view = Timeline(page, annotated, "--at", f"{start:.3f},{end:.3f}")
+    block = page_html[page_html.index(f'id="finding-{f.rule}"'):]
+    command = re.search(r'see it on the timeline: <code>([^<]+)</code>', block[:block.index("<details>")])[1]
+    at = command.split(" --at ")[1]
+    assert command.startswith("uv run -m common.view ") and at == f"{start:.3f},{end:.3f}", command
+    view = Timeline(page, annotated, "--at", at)
     try:
         assert abs(view.window_ns[0] - start * 1000) <= 1 and abs(view.window_ns[1] - end * 1000) <= 1, view.window_ns
         assert view.title(r"Findings"), view.titles
@@ -221,7 +225,8 @@ def open_at_a_finding(page, tmp_path: Path, trace: Path, annotated: Path) -> Tim
 
 
 def test_lesson_trace_on_the_offline_timeline(page, tmp_path):
-    run = run_script("01_matmul_add.py", "--size", "64", "--device", "cpu", "--annotate", trace_dir=tmp_path / "run")
+    run = run_script("01_matmul_add.py", "--size", "64", "--device", "cpu", "--html", "--annotate",
+                     trace_dir=tmp_path / "run")
     trace = trace_of(run)
     annotated = next(run.trace_dir.glob("*.annotated.json"))
     assert "open it in Perfetto, offline" in run.stdout and f"uv run -m common.view {trace}" in run.stdout
@@ -237,7 +242,7 @@ def test_lesson_trace_on_the_offline_timeline(page, tmp_path):
         assert "server stopped" in view.proc.stdout.read()
     finally:
         view.stop()
-    open_at_a_finding(page, tmp_path, trace, annotated)
+    open_at_a_finding(page, tmp_path, trace, annotated, next(run.trace_dir.glob("*.html")).read_text())
 
 
 def test_h100_trace_on_the_offline_timeline(page, tmp_path):
@@ -252,6 +257,6 @@ def test_h100_trace_on_the_offline_timeline(page, tmp_path):
     finally:
         view.stop()
     annotated = tmp_path / "attn.annotated.json.gz"
-    proc = run_module("common.report", trace, "--short", "--annotate", annotated)
+    proc = run_module("common.report", trace, "--short", "--annotate", annotated, "--html", tmp_path / "report.html")
     assert proc.returncode == 0 and f"open it: uv run -m common.view {annotated}" in proc.stderr, proc.stderr
-    open_at_a_finding(page, tmp_path, trace, annotated)
+    open_at_a_finding(page, tmp_path, trace, annotated, (tmp_path / "report.html").read_text())
