@@ -1,4 +1,4 @@
-"""Open a trace in the Perfetto UI without uploading it, or list the traces you have.
+"""Open a trace in Perfetto's UI, served with it from this machine (offline), or list the traces you have.
 
     uv run -m common.view traces/01_matmul_add/64_bf16_cold_eager.json [--at START,END] [--online]
     uv run -m common.view --list [DIR]
@@ -359,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the .json or .json.gz trace to open (with --list: the folder to list)")
     p.add_argument("--list", action="store_true",
                    help="list the traces under the folder given (default: traces) instead, newest first")
-    p.add_argument("--port", type=int, default=PORT, help=f"port on 127.0.0.1 (default: {PORT}, the UI's)")
+    p.add_argument("--port", type=int, default=PORT, help=f"port on 127.0.0.1 (default: {PORT}, the one ui.perfetto.dev fetches from)")
     p.add_argument("--no-browser", "--no_browser", action="store_true", help="only print the link")
     p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="give up when nothing fetched the trace within SECONDS (default: wait)")
