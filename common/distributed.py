@@ -128,7 +128,7 @@ class DdpLesson(Lesson):
         # every rank's trace as a shell pattern (left unquoted, so the shell expands it)
         suffix = self.trace_path.name[len(self.tag):]
         pattern = f"{shlex.quote(display_path(self.trace_path.parent))}/{self.job_tag}_rank*{suffix}"
-        c.print("open one rank offline in Perfetto (or drop several ranks' files on https://ui.perfetto.dev "
+        c.print("open one rank in Perfetto, offline (or drop several ranks' files on https://ui.perfetto.dev "
                 "together: 'Open multiple trace files' puts them on one timeline):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.view', self.rank_trace(0)))}[/]", soft_wrap=True)
         c.print("the report over every rank (step time, waiting in collectives, the straggler, overlap):")

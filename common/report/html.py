@@ -16,6 +16,7 @@ from common.report.tables import Tables
 from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
 from common.report.rules import Finding
 from common.report.step_series import breakdown_series, pair_series, spread_series, spread_title
+from common.report.timeline_links import view_command
 from common.report.units import fmt_us
 
 TOP = 12  # bars in a top-N plot
@@ -158,11 +159,14 @@ def _roofline_table(t: Tables) -> str:
             + f'<p class="hint">{html.escape(caption(r))}</p>')
 
 
-def findings_html(findings: list[Finding]) -> str:
+def findings_html(findings: list[Finding], t: Tables | None = None) -> str:
     out = [f"<h2>Findings ({len(findings)})</h2>"]
     for f in findings:
         evidence = html.escape(json.dumps(f.evidence, indent=1, default=str))
         hint = f'<div class="hint">→ {html.escape(f.hint)}</div>' if f.hint else ""
+        command = view_command(t, f) if t is not None else None
+        if command:  # the timeline, offline, on the window the finding points at
+            hint += f'<div class="hint timeline">see it on the timeline: <code>{html.escape(command)}</code></div>'
         out.append(f'<div class="finding" id="finding-{html.escape(f.rule)}"><span class="{f.level}"><b>'
                    f"{html.escape(f.rule)}</b></span>: {html.escape(f.message)}{hint}"
                    f"<details><summary>evidence</summary><pre>{evidence}</pre></details></div>")
@@ -194,7 +198,7 @@ def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = 
     if job_verdict:
         under["breakdown"] += _verdict("straggler", "note", job_verdict)
     parts = [_header(t)] + [_figure(p, under.get(p.id, "")) for p in plots if p is not None]
-    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings)]
+    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings, t)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]
     return _page(f"Trace report: {t.model.path}", parts)
 
