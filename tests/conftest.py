@@ -247,3 +247,11 @@ def attention_runs(tmp_path_factory):
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(go, ATTENTION_PLAN.items()))
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Chromium's path for a browser test: skips where it is missing, fails in CI (tests/browser.py)."""
+    from browser import require_browser
+
+    return require_browser()

@@ -74,8 +74,13 @@ def test_compiled_runs_never_get_the_compile_advice(runs, key):
 
 
 def test_a_cold_run_gets_the_warm_up_advice(runs):
-    """--schedule 0,0,20 without --warmup: step #0 is the workload's very first call."""
+    """--schedule 0,0,20 without --warmup: step #0 is the workload's very first call. On a busy machine
+    the other steps may vary as much: then the report says it cannot tell, and gives no advice."""
     f = findings(trace(runs["01_cold_sched"]))
+    if "cold_first_step" not in f:  # the run's own steps say why: too noisy to tell
+        assert "noisy_steps" in f, sorted(f)
+        assert all("--warmup" not in finding["hint"] for finding in f.values())
+        return
     cold = f["cold_first_step"]
     assert cold["evidence"]["first_step"] == "ProfilerStep#0" and cold["evidence"]["warmed_up"] is False
     assert "--warmup" in cold["hint"] and "schedule a warmup step" in cold["hint"]
