@@ -402,8 +402,11 @@ def test_overlapping_collectives_wait_once(tmp_path):
         assert step["wait_us"] <= step["communication_us"] <= step["wall_us"]
     assert [s["wait_us"] for s in r0["steps"]] == [390.0] * 3 and r1["wait_us"] == 0.0
     assert [s["communication_us"] for s in r0["steps"]] == [514.0] * 3  # 510 of gloo, 4 of the first c10d::allreduce_
-    assert job["straggler"]["rank"] == 1 and job["straggler"]["behind_us"] == 390.0
-    assert job["step_spread_us"] == 0.0 and job["straggler_cannot_tell"] is None
+    # rank 1 ran the same ops as fast and was idle 390 µs longer, in no annotation of its own: on a shared CPU
+    # the machine may have kept it from running, so no rank is named (tests/test_ddp_straggler.py)
+    assert job["straggler"] is None and job["step_spread_us"] == 0.0
+    assert job["straggler_cannot_tell"].startswith("the others wait 390 µs per step for rank 1, which ran the same "
+                                                   "ops as every rank and was idle longer")
 
 
 def test_a_lead_inside_the_step_noise_names_no_straggler(tmp_path):

@@ -80,3 +80,12 @@ def test_a_lead_that_is_not_in_every_step_cannot_tell(tmp_path):
         "the others wait 300 µs per step more than rank 1 (medians), but not in every step, by a tenth of a step "
         "(100 µs) each time: the least waiting rank and its lead per step: #2: rank 1 by 300 µs, #3: rank 0 by 0.0 µs, "
         "#4: rank 1 by 300 µs")
+
+
+def test_an_idle_lag_in_no_annotation_cannot_tell(tmp_path):
+    """Rank 1 runs the same ops as fast and is idle 300 µs longer, with nothing in its trace to say why."""
+    ranks, _ = job(tmp_path, rank0=dict(mm_us=150, gloo_us=[420] * 3), rank1=dict(mm_us=150, gloo_us=[120] * 3))
+    assert ranks["straggler"] is None
+    assert ranks["straggler_cannot_tell"].startswith(
+        "the others wait 300 µs per step for rank 1, which ran the same ops as every rank and was idle longer "
+        "(neither computing nor communicating: ")

@@ -8,10 +8,11 @@ least) and
   comes and goes, or passes from rank to rank, is the machine's timing, not a rank's work);
 - its lag is its own: an annotation only it runs in its steps (``06_ddp.py --straggler``'s
   ``straggler_delay``: the verdict then says how long it takes, beside the wait), or more work than
-  the others (CPU ops per step), or idle time. On a CPU trace, a rank that runs the same ops as the
-  others, only slower, with that slower compute at least half its lead, was slowed by the machine it
-  shares (other processes on its core), not by the job: "cannot tell". On a GPU the same kernels
-  slower on one device is a slow device, and it is named.
+  the others (CPU ops per step). On a CPU trace, a rank that runs the same ops as the others, only
+  slower (that slower compute at least half its lead), was slowed by the machine it shares (other
+  processes on its core), not by the job; one that was idle longer, in no annotation of its own, may
+  have been the machine's too: "cannot tell", both. On a GPU the same kernels slower on one device
+  is a slow device, and it is named.
 
 Otherwise "cannot tell", and why, with the numbers.
 """
@@ -158,6 +159,16 @@ def _same_work_slower(ranks: list[RankSummary], work: list[RankWork], lead: Lead
             "its core), not the job")
 
 
+def _idle_lag(ranks: list[RankSummary], lead: Lead) -> str:
+    """On a CPU: the slow rank ran the others' ops as fast, and was idle longer, with nothing to say why."""
+    slow = ranks[lead.slow]
+    others = statistics.fmean(r.idle_us for i, r in enumerate(ranks) if i != lead.slow)
+    return (f"the others wait {fmt_us(lead.behind_us)} per step for rank {slow.rank}, which ran the same ops as "
+            f"every rank and was idle longer (neither computing nor communicating: {fmt_us(slow.idle_us)} per step vs "
+            f"{fmt_us(others)}), in no annotation of its own: on a CPU shared with other work that may be the "
+            "machine (the OS not running it) as well as the job")
+
+
 def judge(ranks: list[RankSummary], work: list[RankWork], on_gpu: bool) -> Verdict:
     """The straggler, or why the run cannot name one (see the module's docstring)."""
     lead = lead_of(ranks)
@@ -172,5 +183,6 @@ def judge(ranks: list[RankSummary], work: list[RankWork], on_gpu: bool) -> Verdi
     name, own_us = _own_annotation(work, lead.slow)
     if name is not None and own_us >= lead.least_us:
         return Verdict(lead, None, name, own_us)
-    why = None if on_gpu else _same_work_slower(ranks, work, lead)
-    return Verdict(None, why) if why else Verdict(lead, None)
+    if on_gpu or len({w.ops for w in work}) > 1:  # a slow device, or more work: the rank's own
+        return Verdict(lead, None)
+    return Verdict(None, _same_work_slower(ranks, work, lead) or _idle_lag(ranks, lead))
