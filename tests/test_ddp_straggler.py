@@ -18,13 +18,15 @@ from pathlib import Path
 from conftest import REPO, event, write_trace
 
 
-def rank_trace(path: Path, rank: int, *, mm_us: float, gloo_us: list[float], delay_us: float = 0.0) -> Path:
+def rank_trace(path: Path, rank: int, *, mm_us: float, gloo_us: list[float], delay_us: float = 0.0,
+               extra_ops: int = 0) -> Path:
     ev, t, wall = [], 0.0, 1000.0
     for i, gloo in enumerate(gloo_us):
         ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation")]
         if delay_us:
             ev += [event("straggler_delay", t + 5, delay_us, "user_annotation")]
         start = t + 10 + delay_us
+        ev += [event("aten::add", start + 5 + mm_us * k / (extra_ops + 1), 1) for k in range(extra_ops)]
         ev += [event("forward", start, mm_us + 10, "user_annotation"), event("aten::mm", start + 5, mm_us),
                event("backward", start + mm_us + 20, wall - 100 - (start + mm_us + 20 - t), "user_annotation")]
         end = t + wall - 100
@@ -87,5 +89,13 @@ def test_an_idle_lag_in_no_annotation_cannot_tell(tmp_path):
     ranks, _ = job(tmp_path, rank0=dict(mm_us=150, gloo_us=[420] * 3), rank1=dict(mm_us=150, gloo_us=[120] * 3))
     assert ranks["straggler"] is None
     assert ranks["straggler_cannot_tell"].startswith(
-        "the others wait 300 µs per step for rank 1, which ran the same ops as every rank and was idle longer "
-        "(neither computing nor communicating: ")
+        "the others wait 300 µs per step for rank 1, which ran the same ops as every rank (3 per step) and was idle "
+        "longer (neither computing nor communicating: ")
+
+
+def test_more_work_on_one_rank_is_named(tmp_path):
+    """Rank 1 runs 4 more ops per step than rank 0 (its forward longer by 300 µs): the lag is its own."""
+    ranks, text = job(tmp_path, rank0=dict(mm_us=150, gloo_us=[420] * 3),
+                      rank1=dict(mm_us=450, gloo_us=[120] * 3, extra_ops=4))
+    assert (ranks["straggler"]["rank"], ranks["straggler"]["own_annotation"]) == (1, None)
+    assert ranks["straggler_cannot_tell"] is None and "straggler: rank 1: the other ranks wait 300 µs" in text

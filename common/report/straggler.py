@@ -144,27 +144,37 @@ def _own_annotation(work: list[RankWork], slow: int) -> tuple[Optional[str], flo
     return name, float(statistics.median(times[name]))
 
 
+def _more_work(work: list[RankWork], slow: int) -> bool:
+    """Whether the slow rank ran more CPU ops than every other rank in each step."""
+    steps = len(work[slow].ops)
+    return steps > 0 and all(len(w.ops) == steps for w in work) and all(
+        work[slow].ops[i] > max(w.ops[i] for k, w in enumerate(work) if k != slow) for i in range(steps))
+
+
+def _its_ops(work: list[RankWork], slow: int) -> str:
+    if len({w.ops for w in work}) == 1:
+        return f"ran the same ops as every rank ({'/'.join(map(str, sorted(set(work[slow].ops))))} per step)"
+    return "ran no more ops than the others"
+
+
 def _same_work_slower(ranks: list[RankSummary], work: list[RankWork], lead: Lead) -> Optional[str]:
-    """On a CPU: the slow rank ran the very ops the others ran, in every step, only slower, and that
-    slower compute is at least half its lead."""
-    counts = {w.ops for w in work}
+    """On a CPU: the slow rank ran no more ops than the others, only slower, and that slower compute is
+    at least half its lead."""
     slow = ranks[lead.slow]
     others = statistics.fmean(r.compute_us for i, r in enumerate(ranks) if i != lead.slow)
-    if len(counts) != 1 or not work[lead.slow].ops or slow.compute_us - others < 0.5 * lead.behind_us:
+    if slow.compute_us - others < 0.5 * lead.behind_us:
         return None
-    ops = sorted(set(work[lead.slow].ops))
-    return (f"the others wait {fmt_us(lead.behind_us)} per step for rank {slow.rank}, but it ran the same ops as "
-            f"every rank ({'/'.join(map(str, ops))} per step), only slower (compute {fmt_us(slow.compute_us)} per "
-            f"step vs {fmt_us(others)}): on a CPU shared with other work that is the machine (another process on "
-            "its core), not the job")
+    return (f"the others wait {fmt_us(lead.behind_us)} per step for rank {slow.rank}, but it {_its_ops(work, lead.slow)}, "
+            f"only slower (compute {fmt_us(slow.compute_us)} per step vs {fmt_us(others)}): on a CPU shared with other "
+            "work that is the machine (another process on its core), not the job")
 
 
-def _idle_lag(ranks: list[RankSummary], lead: Lead) -> str:
-    """On a CPU: the slow rank ran the others' ops as fast, and was idle longer, with nothing to say why."""
+def _idle_lag(ranks: list[RankSummary], work: list[RankWork], lead: Lead) -> str:
+    """On a CPU: the slow rank ran no more ops than the others, and was idle longer, with nothing to say why."""
     slow = ranks[lead.slow]
     others = statistics.fmean(r.idle_us for i, r in enumerate(ranks) if i != lead.slow)
-    return (f"the others wait {fmt_us(lead.behind_us)} per step for rank {slow.rank}, which ran the same ops as "
-            f"every rank and was idle longer (neither computing nor communicating: {fmt_us(slow.idle_us)} per step vs "
+    return (f"the others wait {fmt_us(lead.behind_us)} per step for rank {slow.rank}, which {_its_ops(work, lead.slow)} "
+            f"and was idle longer (neither computing nor communicating: {fmt_us(slow.idle_us)} per step vs "
             f"{fmt_us(others)}), in no annotation of its own: on a CPU shared with other work that may be the "
             "machine (the OS not running it) as well as the job")
 
@@ -183,6 +193,6 @@ def judge(ranks: list[RankSummary], work: list[RankWork], on_gpu: bool) -> Verdi
     name, own_us = _own_annotation(work, lead.slow)
     if name is not None and own_us >= lead.least_us:
         return Verdict(lead, None, name, own_us)
-    if on_gpu or len({w.ops for w in work}) > 1:  # a slow device, or more work: the rank's own
+    if on_gpu or _more_work(work, lead.slow):  # a slow device, or more work: the rank's own
         return Verdict(lead, None)
-    return Verdict(None, _same_work_slower(ranks, work, lead) or _idle_lag(ranks, lead))
+    return Verdict(None, _same_work_slower(ranks, work, lead) or _idle_lag(ranks, work, lead))
