@@ -251,3 +251,11 @@ def attention_runs(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = dict(pool.map(go, plan.items()))
     return {**runs, "math_bf16": runs.get("math_bf16", runs["math"])}
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Chromium's path for a browser test: skips where it is missing, fails in CI (tests/browser.py)."""
+    from browser import require_browser
+
+    return require_browser()

@@ -154,7 +154,7 @@ document.getElementById("f").onload = () => {{
 </script></body></html>"""
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run installs it)")
+@pytest.mark.usefixtures("chromium")  # skips without Chromium, fails in CI
 def test_roofline_plot_in_a_real_browser(tmp_path):
     page = _page(tmp_path)
     harness = tmp_path / "harness.html"
