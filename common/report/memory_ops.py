@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.report.memory_devices import device_codes
 from common.report.model import ANNOTATION, OP, Model
 
 NOT_OPERATORS = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
@@ -63,17 +64,9 @@ class OpMemoryRow:
     self_allocation_bytes: int
 
 
-def device_name(device_type: float, device_id: float) -> str | None:
-    """The plugin's name of a device: CPU, GPU<id>; None for another device type."""
-    if device_type == 0:
-        return "CPU"
-    if device_type == 1 and np.isfinite(device_id):
-        return f"GPU{int(device_id)}"
-    return None
-
-
-def op_memory_table(m: Model) -> tuple[OpMemoryRow, ...]:
-    """The plugin's per-operator memory rows, every device, by self allocation size (then name)."""
+def op_memory_table(m: Model, devices: tuple | None = None) -> tuple[OpMemoryRow, ...]:
+    """The plugin's per-operator memory rows, every device, by self allocation size (then name); ``devices``:
+    :func:`~.memory_devices.device_codes` of the memory events, where already known."""
     mem, cpu = m.mem, m.cpu
     if not mem.n or not cpu.n:
         return ()
@@ -91,10 +84,10 @@ def op_memory_table(m: Model) -> tuple[OpMemoryRow, ...]:
     innermost = _innermost_nodes(m, node, parent)
     processed = _with_ancestors(innermost[innermost >= 0], parent, cpu.n)
     owner = np.where((innermost >= 0) & operator[np.maximum(innermost, 0)], rep[np.maximum(innermost, 0)], -1)
+    codes, device_names = devices or device_codes(mem.device_type, mem.device_id)
     rows = []
-    for device in sorted({d for d in map(device_name, mem.device_type.tolist(), mem.device_id.tolist()) if d}):
-        on_device = np.array([device_name(t, i) == device for t, i in zip(mem.device_type.tolist(),
-                                                                          mem.device_id.tolist())])
+    for code, device in enumerate(device_names):
+        on_device = codes == code
         rows += _device_rows(device, owner[on_device], mem.bytes[on_device], parent, rep, node, operator,
                              processed, cpu.name, cpu.depth, names)
     return tuple(sorted(rows, key=lambda r: (r.device, -r.self_allocation_bytes, r.name)))
@@ -176,14 +169,12 @@ def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, parent: np.
         np.add.at(total, (slice(None), merged_parent[c]), total[:, c])
     walked = standing & operator & ((merged_parent < 0) | processed[np.maximum(merged_parent, 0)])
     calls = np.bincount(name[walked], minlength=len(names))
-    by_name = {}
-    for i in np.flatnonzero(standing & operator).tolist():
-        sums = by_name.setdefault(int(name[i]), np.zeros(6))
-        sums[:3] += own[:, i]
-        sums[3:] += total[:, i]
+    ops = np.flatnonzero(standing & operator)
+    by_name = np.array([np.bincount(name[ops], weights=figure[ops], minlength=len(names))
+                        for figure in (*own, *total)])  # self increase, count, size; the same with the children
     rows = []
-    for k, (inc, count, size, inc_all, count_all, size_all) in by_name.items():
-        if inc or count or size or inc_all or count_all or size_all:
-            rows.append(OpMemoryRow(device, names[k], int(calls[k]), int(inc_all), int(inc), int(count_all), int(count),
-                                    int(size_all), int(size)))
+    for k in np.flatnonzero((by_name != 0).any(axis=0)).tolist():
+        inc, count, size, inc_all, count_all, size_all = by_name[:, k].tolist()
+        rows.append(OpMemoryRow(device, names[k], int(calls[k]), int(inc_all), int(inc), int(count_all), int(count),
+                                int(size_all), int(size)))
     return rows
