@@ -116,7 +116,7 @@ def build(loaded: Loaded) -> Model:
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
     dev = _device_lane(columns, t0, cpu, steps, devices)
-    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, t0, cpu), devices)
+    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu), devices)
     names = tuple(columns.names)
     gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)
     overheads = tuple((n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads)
@@ -305,18 +305,16 @@ def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps, devices: dict) -> D
                       blocks_per_sm=_blocks_per_sm(c.dev_device, c.dev_blocks, c.dev_blocks_per_sm, devices))
 
 
-def _memory_lane(records: list, t0: float, cpu: CpuLane) -> MemoryLane:
+def _memory_lane(table: np.ndarray, tids: list, t0: float, cpu: CpuLane) -> MemoryLane:
     """The [memory] events by time (stable), their times relative to t0 and their threads as CPU-lane indices."""
-    if not records:
+    if not tids:
         empty = np.empty(0)
         return MemoryLane(0, empty, np.empty(0, np.int64), *(empty,) * 6)
-    ts, tids, *numbers = zip(*records)
-    ts = np.array(ts, dtype=np.float64)
-    order = np.argsort(ts, kind="stable")
+    order = np.argsort(table[:, 0], kind="stable")
     index = {str(tid): i for i, tid in enumerate(cpu.threads)}  # old traces write the ops' tid as text
-    thread = np.array([index.get(str(tid), -1) for tid in tids], dtype=np.int64)
-    columns = [np.array(values, dtype=np.float64)[order] for values in numbers]
-    return MemoryLane(len(records), ts[order] - t0, thread[order], *columns)
+    thread_of = {tid: index.get(str(tid), -1) for tid in dict.fromkeys(tids)}
+    thread = np.fromiter(map(thread_of.__getitem__, tids), np.int64, len(tids))
+    return MemoryLane(len(tids), table[order, 0] - t0, thread[order], *(table[order, j] for j in range(1, 7)))
 
 
 def _blocks_per_sm(device: np.ndarray, blocks: np.ndarray, bps: np.ndarray, devices: dict) -> np.ndarray:
