@@ -241,17 +241,21 @@ def _memory_columns(memory: list) -> dict:
     if args.count(None):
         args = [_NO_MEMORY_ARGS if a is None else a for a in args]
     table = np.empty((len(memory), len(MEMORY_FIELDS)))
-    table[:, 0] = _floats(list(map(attrgetter("ts"), memory)))
+    table[:, 0] = _floats(memory, "ts")
     for j, field in enumerate(MEMORY_FIELDS[1:], start=1):
-        table[:, j] = _floats(list(map(attrgetter(field), args)))
+        table[:, j] = _floats(args, field)
     return dict(memory=table, memory_tids=list(map(attrgetter("tid"), memory)))
 
 
 _NO_MEMORY_ARGS = SimpleNamespace(**dict.fromkeys(MEMORY_FIELDS[1:]))
 
 
-def _floats(values: list) -> np.ndarray:
-    """Numbers (None: NaN) as floats; an integer beyond every float as an infinity of its sign."""
+def _floats(items: list, field: str) -> np.ndarray:
+    """The ``field`` of each item as a float (None: NaN; an integer beyond every float: an infinity of its sign)."""
+    try:
+        return np.fromiter(map(attrgetter(field), items), np.float64, len(items))
+    except (TypeError, OverflowError):  # a None, or an integer beyond every float
+        values = list(map(attrgetter(field), items))
     try:
         return np.array(values, dtype=np.float64)
     except OverflowError:

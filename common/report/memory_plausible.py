@@ -16,13 +16,17 @@ from dataclasses import replace
 import numpy as np
 
 from common.report.lanes import MemoryLane
-from common.report.memory_devices import device_capacity, device_codes
+from common.report.memory_devices import GPU, MAX_GPU_INDEX, device_capacity, device_codes, gpu_index
 
 TOTALS = (("total_allocated", "Total Allocated"), ("total_reserved", "Total Reserved"))
 
 
-def drop_implausible_memory(mem: MemoryLane, devices: dict) -> tuple[MemoryLane, list[str]]:
-    """The memory lane, or an empty one (and a note) when one of its events holds an impossible number."""
+LEFT_OUT = "memory view left out"  # how the note starts (the short report finds it by that)
+
+
+def drop_implausible_memory(mem: MemoryLane, devices: dict, t0: float = 0.0) -> tuple[MemoryLane, list[str]]:
+    """The memory lane, or an empty one (and a note) when one of its events holds an impossible number;
+    ``t0``: the trace's start (the lane's times are relative to it), to name the event by its ``ts``."""
     if not mem.n:
         return mem, []
     codes, names = device_codes(mem.device_type, mem.device_id)
@@ -35,10 +39,11 @@ def drop_implausible_memory(mem: MemoryLane, devices: dict) -> tuple[MemoryLane,
     first = int(np.flatnonzero(bad)[0])
     mask, label, why = next(p for p in problems if p[0][first])
     value = _value(mem, label, first)
-    device = names[codes[first]]
+    device = names[codes[first]] if codes[first] >= 0 else ""
     more = int(bad.sum()) - 1
-    note = (f"memory view left out: [memory] event {first + 1:,} of {mem.n:,} (at {mem.ts[first]:,.1f} µs, on {device}) "
-            f"has {label} {value}: {why(capacities[codes[first]][1])}"
+    where = f"on {device}" if device else "on a GPU"
+    note = (f"{LEFT_OUT}: the [memory] event at ts {mem.ts[first] + t0:.3f} ({first + 1:,} of {mem.n:,} by time, {where}) "
+            f"has {label} {value}: {why(capacities[codes[first]][1] if device else '')}"
             + (f"; {more:,} more event(s) hold impossible numbers" if more else "")
             + "; every memory figure would rest on it")
     empty = np.empty(0)
@@ -49,14 +54,16 @@ def drop_implausible_memory(mem: MemoryLane, devices: dict) -> tuple[MemoryLane,
 def _problems(mem: MemoryLane, codes: np.ndarray, cap: np.ndarray):
     """(mask of events, field, why(capacity text)) for each kind of impossible number."""
     named = codes >= 0
+    wrong_id = (mem.device_type == GPU) & np.isfinite(mem.device_id) & ~gpu_index(mem.device_id)
+    yield wrong_id, "Device Id", lambda c: f"not a GPU's index (a whole number from 0 to {MAX_GPU_INDEX:,})"
     b = mem.bytes
     yield named & np.isnan(b), "Bytes", lambda c: "every allocation and free has a size"
-    yield named & ~np.isnan(b) & ~(np.abs(b) <= cap), "Bytes", lambda c: f"more than {c}"
+    yield named & ~np.isnan(b) & ~(np.abs(b) <= cap), "Bytes", lambda c: f"larger than {c}"
     yield named & np.isfinite(b) & (b != np.trunc(b)), "Bytes", lambda c: "not a whole number of bytes"
     for key, label in TOTALS:
         v = getattr(mem, key)
         yield named & (v < 0), label, lambda c: "below zero"
-        yield named & ~np.isnan(v) & ~(v <= cap), label, lambda c: f"more than {c}"
+        yield named & ~np.isnan(v) & ~(v <= cap), label, lambda c: f"larger than {c}"
         yield named & np.isfinite(v) & (v != np.trunc(v)), label, lambda c: "not a whole number of bytes"
     yield _reconstructed_beyond(mem, codes, cap), "Bytes", \
         lambda c: f"the running sum of Bytes (this trace records no Total Allocated) goes beyond {c} there"
@@ -76,7 +83,8 @@ def _reconstructed_beyond(mem: MemoryLane, codes: np.ndarray, cap: np.ndarray) -
 
 
 def _value(mem: MemoryLane, label: str, i: int) -> str:
-    v = float({"Bytes": mem.bytes, "Total Allocated": mem.total_allocated, "Total Reserved": mem.total_reserved}[label][i])
+    v = float({"Bytes": mem.bytes, "Total Allocated": mem.total_allocated, "Total Reserved": mem.total_reserved,
+               "Device Id": mem.device_id}[label][i])
     if np.isnan(v):
         return "missing or not a number"
     return f"{int(v):,}" if np.isfinite(v) and v == np.trunc(v) and abs(v) < 1e18 else f"{v:g}"

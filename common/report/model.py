@@ -116,7 +116,7 @@ def build(loaded: Loaded) -> Model:
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
     dev = _device_lane(columns, t0, cpu, steps, devices)
-    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu), devices)
+    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu), devices, t0)
     names = tuple(columns.names)
     gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)
     overheads = tuple((n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads)
