@@ -100,12 +100,14 @@ class Memory:
 
 
 def memory_of(m: Model) -> Optional[Memory]:
-    """The memory figures of the model; None without [memory] events. Each figure is a few numpy passes over
-    the events (and over the annotation calls): its cost grows with the trace, not with events x calls."""
+    """The memory figures of the model; None without [memory] events on a CPU or GPU. Each figure is a few numpy
+    passes over the events (and over the annotation calls): its cost grows with the trace, not events x calls."""
     mem = m.mem
     if not mem.n:
         return None
     codes, names = device_codes(mem.device_type, mem.device_id)
+    if not names:
+        return None
     devices, levels = [], {}
     for code in sorted(range(len(names)), key=lambda c: (names[c] == "CPU", names[c])):
         rows = np.flatnonzero(codes == code)

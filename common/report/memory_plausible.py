@@ -77,7 +77,8 @@ def _reconstructed_beyond(mem: MemoryLane, codes: np.ndarray, cap: np.ndarray) -
         rows = np.flatnonzero(codes == code)
         if np.isfinite(mem.total_allocated[rows]).all():
             continue
-        level = np.cumsum(np.nan_to_num(mem.bytes[rows], posinf=0.0, neginf=0.0))
+        with np.errstate(over="ignore", invalid="ignore"):  # a sum beyond every float is beyond the device too
+            level = np.cumsum(np.nan_to_num(mem.bytes[rows], posinf=0.0, neginf=0.0))
         out[rows] = ~(np.abs(level) <= cap[rows])
     return out
 
