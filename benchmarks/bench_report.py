@@ -175,8 +175,8 @@ def main(argv=None) -> int:
     p.add_argument("--rebuild", action="store_true", help="rebuild the big input even if it exists")
     p.add_argument("--skip-json-load", action="store_true", help="do not measure the bare json.load baseline")
     p.add_argument("--big-only", action="store_true", help="measure the big input only, report --json and json.load")
-    p.add_argument("--baseline", type=Path, help="also run the report of this checkout (another commit, unpacked "
-                   "with git archive) on the same input, in the same minutes")
+    p.add_argument("--baseline", type=Path, action="append", default=[], help="also run the report of this checkout "
+                   "(another commit, unpacked with git archive) on the same input, in the same minutes (repeatable)")
     args = p.parse_args(argv)
     if not SOURCE.exists():
         print(f"error: {SOURCE} not found", file=sys.stderr)
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     rows = []
     for label, path in ((f"big ({args.copies}x)", big),) + ((("original", SOURCE),) if not args.big_only else ()):
         size = big.stat().st_size if path == big else len(gzip.decompress(path.read_bytes()))
-        for mode, code in [(m, REPO) for m in modes] + ([("report", args.baseline)] if args.baseline else []):
+        for mode, code in [(m, REPO) for m in modes] + [("report", b) for b in args.baseline]:
             r = median_of(mode, path, args.runs, code)
             what = {"report": "report --json", "report-rich": "report (rich)", "json.load": "bare json.load"}[mode]
             what += f" ({code.name})" if code != REPO else ""
