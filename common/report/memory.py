@@ -32,7 +32,7 @@ from typing import Optional
 import numpy as np
 
 from common.report.memory_devices import device_codes
-from common.report.memory_ops import OpMemoryRow, op_memory_table
+from common.report.memory_ops import OpMemoryRow, op_memory_table, present
 from common.report.model import ANNOTATION, OP, STEP_RE, Model, innermost_ancestor
 
 CURVE_POINTS = 2000
@@ -213,7 +213,7 @@ def _call_spans(m: Model, calls: np.ndarray, rows: np.ndarray, level: np.ndarray
     by_thread = np.argsort(mem.thread[rows], kind="stable")  # rows are by time: by thread, then time
     events, thread, ts = rows[by_thread], mem.thread[rows][by_thread], mem.ts[rows][by_thread]
     lo, hi = np.zeros(calls.size, dtype=np.int64), np.zeros(calls.size, dtype=np.int64)
-    for t in np.unique(cpu.thread[calls]).tolist():
+    for t in present(cpu.thread[calls]).tolist():
         first, last = np.searchsorted(thread, t, "left"), np.searchsorted(thread, t, "right")
         mine = cpu.thread[calls] == t
         lo[mine] = first + np.searchsorted(ts[first:last], cpu.ts[calls[mine]], "left")
@@ -278,7 +278,7 @@ def _top_ops(m: Model) -> np.ndarray:
     events = np.flatnonzero(mem.thread >= 0)
     ops = np.flatnonzero(cpu.kind == OP)
     out = np.full(mem.n, -1, dtype=np.int64)
-    for thread in np.unique(mem.thread[events]).tolist():
+    for thread in present(mem.thread[events]).tolist():
         mine = ops[cpu.thread[ops] == thread]
         rec = events[mem.thread[events] == thread]
         if not mine.size:

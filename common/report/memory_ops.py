@@ -93,6 +93,18 @@ def op_memory_table(m: Model, devices: tuple | None = None) -> tuple[OpMemoryRow
     return tuple(sorted(rows, key=lambda r: (r.device, -r.self_allocation_bytes, r.name)))
 
 
+def present(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an array of small non-negative integers (indices, depths, threads), sorted: one
+    pass (``np.unique`` hashes or sorts)."""
+    return np.flatnonzero(np.bincount(values)) if values.size else values.astype(np.int64)
+
+
+def by_depth(idx: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
+    """``idx`` (ascending) in groups of one depth each, shallowest first, each group in ascending order."""
+    idx = idx[np.argsort(depth[idx], kind="stable")]
+    return np.split(idx, np.flatnonzero(np.diff(depth[idx])) + 1) if idx.size else []
+
+
 def _node_parents(parent: np.ndarray, node: np.ndarray, max_depth: int) -> np.ndarray:
     """For each CPU event, its innermost ancestor that is a node of the op tree (-1: the thread's root)."""
     up = parent.copy()
@@ -110,8 +122,7 @@ def _merged(parent: np.ndarray, node: np.ndarray, operator_type: np.ndarray, nam
     rep = np.arange(parent.size)
     has_parent = node & (parent >= 0)
     children = np.bincount(parent[has_parent], minlength=parent.size)
-    for level in np.unique(depth[has_parent]).tolist():  # parents before children
-        c = np.flatnonzero(has_parent & (depth == level))
+    for c in by_depth(np.flatnonzero(has_parent), depth):  # parents before children
         p = parent[c]
         one = (children[p] == 1) & (name[c] == name[p]) & operator_type[c] & operator_type[p]
         rep[c[one]] = rep[p[one]]
@@ -123,7 +134,7 @@ def _innermost_nodes(m: Model, node: np.ndarray, parent: np.ndarray) -> np.ndarr
     mem, cpu = m.mem, m.cpu
     out = np.full(mem.n, -1, dtype=np.int64)
     nodes = np.flatnonzero(node)  # in lane order: by thread, then start (longest first)
-    for thread in np.unique(mem.thread[mem.thread >= 0]).tolist():
+    for thread in present(mem.thread[mem.thread >= 0]).tolist():
         mine = nodes[cpu.thread[nodes] == thread]
         records = np.flatnonzero(mem.thread == thread)
         if not mine.size:
@@ -143,7 +154,7 @@ def _innermost_nodes(m: Model, node: np.ndarray, parent: np.ndarray) -> np.ndarr
 def _with_ancestors(idx: np.ndarray, parent: np.ndarray, n: int) -> np.ndarray:
     """A mask of ``idx`` and every ancestor of theirs."""
     marked = np.zeros(n, dtype=bool)
-    current = np.unique(idx)
+    current = present(idx)
     while current.size:
         current = current[~marked[current]]
         marked[current] = True
@@ -164,9 +175,9 @@ def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, parent: np.
     total = own.copy()
     standing = node & (rep == np.arange(n))  # the nodes left once the only children of their name are merged
     merged_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
-    for level in sorted(np.unique(depth[standing & (merged_parent >= 0)]).tolist(), reverse=True):
-        c = np.flatnonzero(standing & (merged_parent >= 0) & (depth == level))  # children after their parents
-        np.add.at(total, (slice(None), merged_parent[c]), total[:, c])
+    for c in by_depth(np.flatnonzero(standing & (merged_parent >= 0)), depth)[::-1]:  # children, then parents
+        for figure in total:
+            np.add.at(figure, merged_parent[c], figure[c])
     walked = standing & operator & ((merged_parent < 0) | processed[np.maximum(merged_parent, 0)])
     calls = np.bincount(name[walked], minlength=len(names))
     ops = np.flatnonzero(standing & operator)
