@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from common.report import model_of
@@ -86,3 +87,30 @@ def test_report_against_json_load_stays_linear(tmp_path):
     print(f"report {report_s:.2f} s, json.load {load_s:.2f} s: ratio {ratio:.2f}")
     assert ratio < bench_memory.MAX_RATIO, f"report {report_s:.2f} s against json.load {load_s:.2f} s"
 
+
+
+def test_two_process_load_gives_the_same_memory_view(tmp_path, monkeypatch):
+    """The [memory] events' table from two halves decoded by two processes (a big file on the command line)
+    is the one process's: the same lane, the same view (with a tid written as text in the second half)."""
+    from common.report.render import to_json
+    from common.report import analyze
+
+    from test_report import _force_split
+
+    path = _generated(tmp_path, 5, calls=400)
+    doc = json.loads(path.read_text())
+    for e in _memory_events_of(doc)[-40:]:
+        e["tid"] = str(e["tid"])
+    path.write_text(json.dumps(doc, indent=0))  # one event per line: the file splits between events
+    seen = _force_split(monkeypatch)
+    split = analyze(path, parallel=True)
+    assert seen and seen[0] is not None  # the split path ran
+    monkeypatch.setenv("REPORT_ONE_PROCESS", "1")
+    one = analyze(path, parallel=True)
+    assert split[0].memory is not None and split[0].memory == one[0].memory
+    assert np.array_equal(split[0].model.mem.thread, one[0].model.mem.thread)
+    assert to_json(*split) == to_json(*one)
+
+
+def _memory_events_of(doc: dict) -> list:
+    return [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
