@@ -116,7 +116,8 @@ def build(loaded: Loaded) -> Model:
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
     dev = _device_lane(columns, t0, cpu, steps, devices)
-    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu), devices, t0)
+    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu),
+                                                devices, t0)
     names = tuple(columns.names)
     gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)
     overheads = tuple((n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads)
@@ -127,7 +128,8 @@ def build(loaded: Loaded) -> Model:
     model = Model(
         path=printable(loaded.path), size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
         n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
-        notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes + memory_notes), t0=t0,
+        notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes)
+        + tuple(memory_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
