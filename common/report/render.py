@@ -334,7 +334,7 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
     guessed = guess_table(t)
     if guessed is not None:
         console.print(guessed)
-    if t.memory is not None:
+    if short_line(t):
         console.print("  " + escape(short_line(t)))
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those
