@@ -96,7 +96,8 @@ def headline_lines(t: Tables) -> list[str]:
     out = []
     if t.has_gpu:
         out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
-                   f"HTA: busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, idle {g.idle_pct:.2f}%")
+                   f"HTA (last step included): busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, "
+                   f"idle {g.idle_pct:.2f}%")
     overlap = g.comm_comp_overlap_pct
     if overlap is not None:
         out.append(f"communication kernels {fmt_us(g.communication_us)}; {overlap:.1f}% of their time overlaps "

@@ -31,7 +31,7 @@ from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
-from common.report.overlap import hta_overlap_pct
+from common.report.overlap import hta_busy_span, hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
@@ -172,15 +172,14 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
     communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \
         (dev.kind == KERNEL)
     compute = (dev.kind == KERNEL) & ~communication
-    busy = gpu_union.total
-    span = float(dev.end.max() - dev.ts.min())
+    busy, span = hta_busy_span(m)  # HTA's events: launched in the trace, up to the last step's end
     w0, w1 = m.window
     in_window = gpu_union.covered(w0, w1)
     return GpuNumbers(
         busy_us=busy, span_us=span, idle_us=span - busy,
         idle_pct=100.0 * (span - busy) / span if span > 0 else 0.0,
         busy_pct=100.0 * busy / span if span > 0 else 0.0,
-        compute_us=Intervals(dev.ts[compute], dev.end[compute]).total,
+        compute_us=hta_busy_span(m, among=compute)[0],
         communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
         busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
         comm_comp_overlap_pct=hta_overlap_pct(m), **counts)
