@@ -12,6 +12,7 @@ from pathlib import Path
 from common.commands import display_path, uv_run
 from common.report import names as trace_names
 from common.report.model import BREAKDOWN_KEYS
+from common.report.occupancy import occupancy_caption
 from common.report.render_memory import memory_json, render_memory, short_line
 from common.report.tables import Tables
 from common.report.render_guess import guess_table
@@ -253,13 +254,14 @@ def _efficiency_table(t: Tables, top: int, name_width: int = 70):
 
     pct = lambda v: f"{v:.0f}%" if v is not None else "-"  # noqa: E731
     table = Table(title="launch estimates (TensorBoard's, from the kernel events' arguments)")
-    for col in ("kernel", "SM efficiency", "occupancy", "blocks/SM"):
+    for col in ("kernel", "SM efficiency", "occupancy", "footprint", "blocks/SM"):
         table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
                      min_width=24 if col == "kernel" else None, overflow="fold")
     for k in t.kernels[:top]:
         bps = k.mean_blocks_per_sm
         table.add_row(escape(trace_names.short_name(k.name, name_width)), pct(k.est_sm_efficiency_pct),
-                  pct(k.est_achieved_occupancy_pct), f"{bps:.2f}" if bps is not None else "-")
+                  pct(k.est_achieved_occupancy_pct), pct(k.footprint_occupancy_pct), f"{bps:.2f}" if bps is not None else "-")
+    table.caption = escape(occupancy_caption(t.kernels[:top]))
     return table
 
 
