@@ -36,6 +36,7 @@ from common.report.overlap import hta_busy_span, hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
+from common.report.regime import Regime, regime_of
 from common.report.roofline import Roofline, build_roofline
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
@@ -82,6 +83,7 @@ class Tables:
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
+    regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -131,6 +133,7 @@ def build_tables(m: Model) -> Tables:
     rows = step_rows(m, per_step, gpu_union, aligned)
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_union))
+    roofline = build_roofline(m)
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
@@ -143,8 +146,8 @@ def build_tables(m: Model) -> Tables:
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
-        guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
-        chains=phase_chains(m, [p.name for p in phases]))
+        guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
+        chains=phase_chains(m, [p.name for p in phases]), regime=regime_of(m, roofline))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:
