@@ -76,3 +76,133 @@ def test_nvjet_gemm_footprint_and_why_kineto_reads_zero():
 
     caption = occupancy_caption(h100_report("p1_4096")[0].kernels)
     assert "read 0 % from Kineto with a footprint of 18.75 %" in caption and "48 KB" in caption
+
+
+# ----------------------------------------------------------------------------- the regime
+
+
+def _finding(run: str, rule: str):
+    return next((f for f in h100_report(run)[1] if f.rule == rule), None)
+
+
+def _row(run: str, op_words: str):
+    tables, _ = h100_report(run)
+    return next(j for j in tables.roofline.rows if op_words in j.row.op)
+
+
+@pytest.mark.parametrize("run", ["attn_naive", "attn_inplace"])
+def test_naive_attention_is_memory_bound_from_the_knobs(run):
+    """The hand-written attention keeps the GPU busy (device time per step over twice the host's) and is
+    memory-bandwidth-bound: most of its device time is copies, elementwise and softmax work over the
+    [seq, seq] scores, and its two bmm have 57 FLOP/byte by the knobs' shapes (under the bf16 ridge, 295),
+    at about 80% of the 3.35 TB/s. Never "compute-bound", never told to try bf16 (it is bf16)."""
+    f = _finding(run, "device_bound")
+    assert f is not None and f.message.startswith("device-bound") and "memory-bandwidth-bound" in f.message
+    assert f.evidence["kernels_bound"] == "memory" and f.evidence["memory_pct"] > 70
+    assert _finding(run, "compute_bound") is None
+    gemms = _row(run, "GEMMs")
+    assert gemms.row.bytes == 2 * 2 * (2 * 128 * 1024 * 64 + 128 * 1024 * 1024)  # two bmm, bf16, per step
+    assert gemms.bound == "memory" and round(gemms.row.intensity) == 57 and 75 < gemms.pct_of_bandwidth < 85
+    assert "cannot tell without its bytes" not in _finding(run, "roofline").message
+
+
+def test_p1_4096_is_device_bound_and_compute_bound():
+    """P1.4's headline: the GPU sets the pace and the GEMM (4096³, 1,365 FLOP/byte, above the ridge) runs
+    at about 775 TFLOP/s, 78% of the bf16 peak: compute-bound, said with the numbers."""
+    f = _finding("p1_4096", "device_bound")
+    assert f is not None and f.message.startswith("device-bound") and "compute-bound" in f.message
+    assert f.evidence["kernels_bound"] == "compute"
+    gemms = _row("p1_4096", "GEMMs")
+    assert gemms.bound == "compute" and gemms.row.intensity > gemms.ridge and 70 < gemms.pct_of_peak < 85
+    assert "lower precision" not in f.hint and "bf16/fp16" not in f.hint
+
+
+def test_math_backend_gemms_meet_the_fp32_roof():
+    """SDPA's math backend runs the bf16 inputs as fp32 GEMMs (sm80_xmma_gemm_f32f32..._ffma): they are held
+    to the fp32 CUDA-core peak (67 TFLOP/s), not bf16's 989.5, where they reach about half of it."""
+    gemms = _row("sdpa_math", "GEMMs")
+    assert gemms.row.dtype == "fp32" and gemms.peak_unit == "fp32" and gemms.peak_tflops == 67.0
+    assert 45 < gemms.pct_of_peak < 60 and gemms.row.bytes == 2 * 4 * (2 * 128 * 1024 * 64 + 128 * 1024 * 1024)
+
+
+ATTENTION_RUNS = ("attn_naive", "attn_inplace", "sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn")
+
+
+def test_one_flop_count_for_every_attention_variant():
+    """The same causal attention counts the same FLOPs whatever ran it (2·B·H·S²·D = 17.2 GFLOP at the
+    post's shape), over the step's device time: the rates rank the variants as their device times do."""
+    rows = {run: _row(run, "attention forward") for run in ATTENTION_RUNS}
+    assert {j.row.flops for j in rows.values()} == {2 * 8 * 16 * 1024 * 1024 * 64}
+    by_rate = sorted(ATTENTION_RUNS, key=lambda run: -rows[run].row.tflops)
+    by_time = sorted(ATTENTION_RUNS, key=lambda run: h100_report(run)[0].regime.device_us)
+    assert by_rate == by_time
+    assert by_rate[0] == "sdpa_cudnn" and by_rate.index("sdpa_efficient") < by_rate.index("attn_naive")
+
+
+def test_no_dtype_advice_to_a_bf16_run():
+    from h100 import RUN_NAMES
+
+    for run in RUN_NAMES:
+        tables, findings = h100_report(run)
+        if tables.knobs is not None and tables.knobs.dtype == "bf16":
+            for f in findings:
+                assert "lower precision" not in f.hint and "bf16/fp16" not in f.hint, (run, f.rule, f.hint)
+
+
+# ----------------------------------------------------------------------------- hints that fit the run
+
+
+def test_an_idle_gpus_hotspot_kernel_is_not_where_to_start():
+    assert "start optimising" not in _finding("p1_64", "hotspot_kernel").hint
+    assert "start optimising" in _finding("p1_4096", "hotspot_kernel").hint
+
+
+def test_no_fusion_advice_to_one_fused_kernel_per_step():
+    f = _finding("sdpa_cudnn", "overhead_bound")
+    assert f is not None and "fuse ops" not in f.hint and "torch.compile)" not in f.hint
+    assert "fuse ops" in _finding("p1_64", "overhead_bound").hint  # matmul + add: two kernels a step
+
+
+def test_bmm_hint_claims_no_shared_weights():
+    assert "weights are shared" not in _finding("attn_naive", "matmul_dispatch").hint
+
+
+def test_plain_launches_are_not_called_light_where_gemms_are_among_them():
+    f = _finding("p1_64_active20", "occupancy_query")
+    assert "plain ones are light" not in f.hint and "19 GEMM launch(es) here had no query" in f.hint
+
+
+# ----------------------------------------------------------------------------- on the CPU: the same conventions
+
+
+def test_sdpa_backends_count_the_same_flops(tmp_path):
+    """04_c's knobs and the report's rate count the same causal attention alike whatever the backend
+    (flash used to count half of auto's, which runs the very same op)."""
+    import gzip
+    import json
+
+    from common.report import analyze
+    from conftest import run_script
+
+    shape = ("--batch", "1", "--heads", "2", "--seq", "64", "--head_dim", "16")
+    flops, rows = {}, {}
+    for backend in ("flash", "auto", "math"):
+        run = run_script("04_c_sdpa_attention.py", "--backend", backend, *shape, "--no-report",
+                         trace_dir=tmp_path / backend)
+        assert run.returncode == 0, run.stderr
+        (trace,) = sorted((tmp_path / backend).glob("*.json*"))
+        opened = gzip.open if trace.suffix == ".gz" else open
+        with opened(trace, "rt") as fh:
+            flops[backend] = json.load(fh)["lesson"]["matmul_flops_per_step"]
+        tables, _ = analyze(trace)
+        rows[backend] = next(j.row for j in tables.roofline.rows if j.row.op.startswith("attention forward"))
+    assert set(flops.values()) == {2 * 1 * 2 * 64 * 64 * 16}
+    assert {r.flops for r in rows.values()} == {2 * 1 * 2 * 64 * 64 * 16}
+
+
+def test_cpu_overhead_bound_says_its_threshold(tmp_path):
+    from common.report import analyze
+    from test_report_cpu_rules import matmul_add_trace
+
+    found = {f.rule: f for f in analyze(matmul_add_trace(tmp_path, "small.json", step_us=[60] * 3, mm_us=[20] * 3))[1]}
+    assert "under 75%" in found["overhead_bound"].message and "from 90% it is compute-bound" in found["overhead_bound"].message

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from common.knobs import RunKnobs
+from common.report.knob_work import GEMMS
+from common.report.roofline import KNOBS_OP
 from common.report.steadiness import first_vs_rest
 from common.report.tables import Tables
 
@@ -49,19 +51,21 @@ def steady_work(t: Tables):
 
 
 MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # the ops whose own time is the matmul's
+MATMUL_ROWS = MATMUL_OPS + (GEMMS, KNOBS_OP)  # the roofline's rows of matmul arithmetic
 
 
 def matmul_gflops(t: Tables) -> float | None:
-    """The rate of the workload's matmul arithmetic: its FLOPs per step (the lesson's knobs say) over
-    the matmul ops' own time per step (their self time over the window's steps), when the trace
-    has those ops."""
-    knobs, work = t.knobs, steady_work(t)
-    if knobs is None or not knobs.matmul_flops_per_step or work is None:
+    """The rate of the workload's matmul arithmetic, the roofline's own (one rate per op): the GEMM rows'
+    FLOPs (record_shapes, else the lesson's knobs) over their ops' CPU time in the steps, when the
+    trace has those ops."""
+    r = t.roofline
+    if steady_work(t) is None or r is None or r.timed_on != "cpu":
         return None
-    own_us = sum(o.self_us for o in t.cpu_work.compute_ops if o.name in MATMUL_OPS)
-    if own_us <= 0:
+    rows = [j.row for j in r.rows if j.row.op in MATMUL_ROWS]
+    time_us = sum(row.time_us for row in rows)
+    if time_us <= 0:
         return None
-    return knobs.matmul_flops_per_step * len(t.cpu_work.steps) / own_us / 1e3
+    return sum(row.flops * row.calls for row in rows) / time_us / 1e3
 
 
 def plausible_floor(t: Tables) -> float:

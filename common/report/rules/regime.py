@@ -97,6 +97,13 @@ def gpu_overhead_bound(t: Tables):
     cpu, dev = t.numbers.cpu.self_cpu_total_us, t.numbers.device.self_device_total_us
     return Finding("overhead_bound", f"overhead-bound: {pace_text(r)}: under {100 * OVERHEAD_BELOW:.0f}% the GPU "
                    f"idles while the host dispatches (Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)})",
-                   advice.joined(["make the work bigger (larger or batched tensors)", advice.fuse_ops(t),
-                                  advice.cut_launches(t)]),
+                   advice.joined(["make the work bigger (larger or batched tensors)"]
+                                 + ([advice.fuse_ops(t)] if _kernels_per_step(t) > 1 else [])
+                                 + [advice.cut_launches(t)]),
                    _evidence(t, r), level="warn", spans=_every_step(t))
+
+
+def _kernels_per_step(t: Tables) -> float:
+    """The median count of kernels a step launched: with one, there is nothing left to fuse."""
+    counts = sorted(s.kernels for s in t.step_rows)
+    return float(counts[len(counts) // 2]) if counts else 0.0

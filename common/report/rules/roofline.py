@@ -25,7 +25,8 @@ def _what(row) -> str:
 
 
 CAUSAL_WORDS = "causal: the unmasked half, one FLOP count whichever variant runs it"
-TIMED = {ATTENTION: "over all the step's device work", GEMMS: "over their kernels' time"}
+TIMED = {("device", ATTENTION): "over all the step's device work", ("device", GEMMS): "over their kernels' time",
+         ("cpu", ATTENTION): "over the steps' wall time", ("cpu", GEMMS): "over their ops' CPU time"}
 
 
 def _gemms_text(r) -> str:
@@ -73,7 +74,7 @@ def roofline(t: Tables):
     if top.pct_of_peak is None:
         why = r.note if r.peak is None else top.peak_unit
         on = "its own CPU time" if r.timed_on == "cpu" else "its kernels' time"
-        return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} over {TIMED.get(row.op, on)} "
+        return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} {TIMED.get((r.timed_on, row.op), 'over ' + on)} "
                        f"({calls}{intensity}){steps}; share of peak: cannot tell ({why})",
                        "where the steps' rate is far under the op's own, the time goes around the op, not in it", ev)
     share = f"{fmt_pct(top.pct_of_peak)} of the {top.peak_unit} peak ({top.peak_tflops:g} TFLOP/s dense)"
@@ -88,7 +89,7 @@ def roofline(t: Tables):
     far = top.pct_of_roof is not None and top.pct_of_roof < SMALL_SHARE_PCT
     hint = _far_hint(t) if far else ("share of peak = achieved / the datasheet's dense peak; below the ridge "
                                      "point memory bandwidth bounds an op, above it compute")
-    timed = f" {TIMED[row.op]}" if row.op in TIMED else ""
+    timed = f" {TIMED[(r.timed_on, row.op)]}" if (r.timed_on, row.op) in TIMED else ""
     return Finding("roofline", f"on {r.device}: {what} ran at {fmt_tflops(row.tflops)}{timed} ({calls}), "
                    f"{share}{bound}{_gemms_text(r)}{steps}", hint,
                    dict(ev, pct_of_peak=rounded(top.pct_of_peak, 4), bound=top.bound), level="info")
