@@ -27,7 +27,7 @@ from common.report.tables import Tables
 # the findings that say what a variant teaches, most specific first
 LESSON_RULES = ("out_of_place_copy", "fp32_upcast", "causal_mask_rebuilt", "fused_attention", "guess_vs_seen",
                 "torch_compile", "fused_kernels", "addmm_vs_mm_add", "overhead_bound_phase", "overhead_bound",
-                "compute_bound", "cold_first_step")
+                "compute_bound", "device_bound", "cold_first_step")
 SUFFIXES = (".json", ".json.gz")
 
 

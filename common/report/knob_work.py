@@ -75,10 +75,10 @@ def step_gemms(k: RunKnobs) -> tuple[Gemm, ...]:
     s = k.shape
     if k.script == "01_matmul_add" and len(s) in (1, 2):
         batch, n = (s[0], s[1]) if len(s) == 2 else (1, s[0])
-        return (Gemm("x @ w", batch, n, n, n),)
+        return (Gemm("x@w", batch, n, n, n),)
     if k.script == "02_linear" and len(s) == 3:
         batch, d_in, d_out = s
-        return (Gemm("x @ w.T", 1, batch, d_in, d_out),)
+        return (Gemm("x@w.T", 1, batch, d_in, d_out),)
     if k.script in ("03_simple_mlp", "03_kernels_mlp") and len(s) == 4:
         batch, seq, dim, hidden = s
         tokens = batch * seq
@@ -86,7 +86,7 @@ def step_gemms(k: RunKnobs) -> tuple[Gemm, ...]:
                 Gemm("down", 1, tokens, hidden, dim))
     if k.script in ATTENTION_SCRIPTS[:3] and len(s) == 4:  # the hand-written forward, and SDPA's math backend
         batch, heads, seq, dim = s
-        return (Gemm("q @ k.T", batch * heads, seq, dim, seq), Gemm("scores @ v", batch * heads, seq, seq, dim))
+        return (Gemm("q@k.T", batch * heads, seq, dim, seq), Gemm("scores@v", batch * heads, seq, seq, dim))
     return ()
 
 

@@ -15,11 +15,16 @@ HEAD = ("op", "shape", "calls", "FLOP", "bytes", "FLOP/B", "FLOP/s", "B/s", "% p
 TOP = 12
 
 
-KNOB_LABELS = {GEMMS: "GEMMs/step", ATTENTION: "attention/step"}
+KNOB_LABELS = {GEMMS: "GEMMs", ATTENTION: "attention"}
 
 
 def _short(op: str) -> str:
     return KNOB_LABELS.get(op, "per step") if op in KNOB_ROWS else op.removeprefix("aten::")
+
+
+def _names_only(shape: str) -> str:
+    """The knobs' GEMMs by name only (``q@k.T, scores@v``): their shapes are in the finding and the JSON."""
+    return ", ".join(part.split(" ")[0] for part in shape.split(", "))
 
 
 def table_rows(r: Roofline) -> list[list[str]]:
@@ -27,7 +32,8 @@ def table_rows(r: Roofline) -> list[list[str]]:
     out = []
     for j in r.rows[:TOP]:
         row = j.row
-        shape = row.shape if row.op in KNOB_ROWS else row.shape.replace(" ", "")  # "[64, 64]" -> "[64,64]"; words stay
+        shape = (_names_only(row.shape) if row.op == GEMMS else row.shape if row.op in KNOB_ROWS
+                 else row.shape.replace(" ", ""))  # "[64, 64]" -> "[64,64]"; words stay
         out.append([_short(row.op), shape, f"{row.calls:,}",
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
@@ -45,8 +51,8 @@ def caption(r: Roofline) -> str:
     return f"{source}; rates over {timed}{convention}; {r.note}"
 
 
-CONVENTION = ("attention/step: one FLOP count for every variant (causal: the unmasked half, "
-              "2·B·H·S²·D) over all the device work of the step; GEMMs/step: what the GEMM kernels "
+CONVENTION = ("rows from the knobs are per step; attention: one FLOP count for every variant (causal: the unmasked half, "
+              "2·B·H·S²·D) over all the device work of the step; GEMMs: what the GEMM kernels "
               "execute (the hand-written attention's the masked half too), at their kernels' dtype")
 
 
@@ -62,7 +68,7 @@ def roofline_table(r: Optional[Roofline]):
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in HEAD:
         table.add_column(col, justify="left" if col in ("op", "shape", "bound") else "right", overflow="fold",
-                         no_wrap=col != "shape", min_width=10 if col == "shape" else None)
+                         no_wrap=col != "shape", min_width=8 if col == "shape" else None)
     for cells in table_rows(r):
         table.add_row(*[escape(c) for c in cells])
     return table
