@@ -206,3 +206,21 @@ def test_cpu_overhead_bound_says_its_threshold(tmp_path):
 
     found = {f.rule: f for f in analyze(matmul_add_trace(tmp_path, "small.json", step_us=[60] * 3, mm_us=[20] * 3))[1]}
     assert "under 75%" in found["overhead_bound"].message and "from 90% it is compute-bound" in found["overhead_bound"].message
+
+
+def test_htas_rounding_is_named_where_it_moves_busy_time():
+    """linear's kernels last 2.6 µs: HTA's rounding to whole µs halves their busy time, so the headline
+    gives the unrounded figure beside HTA's; on attn_naive (ms kernels) it says nothing more."""
+    from common.report.render import headline_lines
+
+    linear, naive = (headline_lines(h100_report(run)[0])[0] for run in ("linear", "attn_naive"))
+    g = h100_report("linear")[0].numbers.gpu
+    assert g.busy_us < 0.6 * g.busy_exact_us and "unrounded: busy 7.7 µs" in linear
+    assert "unrounded" not in naive
+
+
+def test_tensorboards_zero_occupancy_is_explained():
+    from common.report.render import headline_lines
+
+    lines = " ".join(headline_lines(h100_report("linear")[0]))
+    assert "Est. achieved occupancy 0.00% (Kineto reads 0 for kernels over 48 KB" in lines

@@ -52,6 +52,12 @@ def hta_selection(m: Model, include_last_step: bool = False) -> np.ndarray:
     return (launch >= 0) & ((when <= last.end) if include_last_step else (when < last.start))
 
 
+def exact_busy(m: Model) -> float:
+    """The busy time of the events :func:`hta_busy_span` keeps, without HTA's rounding (µs)."""
+    keep = hta_selection(m, include_last_step=True)
+    return Intervals(m.dev.ts[keep], m.dev.end[keep]).total if keep.any() else 0.0
+
+
 def hta_busy_span(m: Model, among: np.ndarray | None = None) -> tuple[float, float]:
     """HTA's ``get_temporal_breakdown`` with ``include_last_profiler_step=True`` (the figures
     ``/work/shared/traces/ORACLE.md`` and ``tests/test_report.py`` check): the busy time of the device

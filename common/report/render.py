@@ -91,6 +91,29 @@ def header_lines(t: Tables) -> list[str]:
     return [f"[bold]{escape(display_path(t.model.path))}[/]"] + [escape(x) for x in header_facts(t)]
 
 
+ROUNDING_SHOWN_FROM = 0.1  # HTA's rounding to whole µs is worth a word when it moves busy time this much
+
+
+def _unrounded(g) -> str:
+    """Where HTA's rounding of each event to whole µs moves its busy time much (kernels of a few µs), the
+    exact figure beside it."""
+    exact = g.busy_exact_us
+    if not exact or not g.span_us or abs(exact - g.busy_us) < ROUNDING_SHOWN_FROM * exact:
+        return ""
+    return (f" (HTA rounds each event inward to whole µs; unrounded: busy {fmt_us(exact)}, idle "
+            f"{100 * (g.span_us - exact) / g.span_us:.2f}%)")
+
+
+def _kineto_zero(t: Tables) -> str:
+    """Where Kineto's occupancy reads 0 for a kernel by its 48 KB limit, a pointer to the footprint's."""
+    zero = [k for k in t.kernels if k.kineto_shared_limit and not k.est_achieved_occupancy_pct]
+    if not zero:
+        return ""
+    share = sum(k.share_pct for k in zero)
+    return (f" (Kineto reads 0 for kernels over 48 KB of shared memory per block, {share:.0f}% of kernel "
+            "time here: the launch estimates' footprint column has theirs)")
+
+
 def headline_lines(t: Tables) -> list[str]:
     """The headline numbers in plain text, one line each."""
     g, c, d = t.numbers.gpu, t.numbers.cpu, t.numbers.device
@@ -98,7 +121,7 @@ def headline_lines(t: Tables) -> list[str]:
     if t.has_gpu:
         out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
                    f"HTA (last step included): busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, "
-                   f"idle {g.idle_pct:.2f}%")
+                   f"idle {g.idle_pct:.2f}%" + _unrounded(g))
     overlap = g.comm_comp_overlap_pct
     if overlap is not None:
         out.append(f"communication kernels {fmt_us(g.communication_us)}; {overlap:.1f}% of their time overlaps "
@@ -114,7 +137,7 @@ def headline_lines(t: Tables) -> list[str]:
     if e.gpu_utilization_pct is not None:
         out.append(f"TensorBoard{_aligned_words(t)}: GPU utilization {_pct(e.gpu_utilization_pct)}, "
                    f"Est. SM efficiency {_pct(e.est_sm_efficiency_pct)}, "
-                   f"Est. achieved occupancy {_pct(e.est_achieved_occupancy_pct)}")
+                   f"Est. achieved occupancy {_pct(e.est_achieved_occupancy_pct)}" + _kineto_zero(t))
     if e.kernel_weighted_sm_efficiency_pct is not None:
         out.append(f"per kernel time: SM efficiency {_pct(e.kernel_weighted_sm_efficiency_pct)} (not "
                    f"TensorBoard's), mean blocks/SM {e.mean_blocks_per_sm:.2f}, tensor-core kernel time "

@@ -32,7 +32,7 @@ from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
-from common.report.overlap import hta_busy_span, hta_overlap_pct
+from common.report.overlap import exact_busy, hta_busy_span, hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
@@ -186,7 +186,7 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
         compute_us=hta_busy_span(m, among=compute)[0],
         communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
         busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
-        comm_comp_overlap_pct=hta_overlap_pct(m), **counts)
+        comm_comp_overlap_pct=hta_overlap_pct(m), busy_exact_us=exact_busy(m), **counts)
 
 
 def cpu_numbers(m: Model) -> CpuNumbers:
