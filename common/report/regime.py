@@ -52,6 +52,7 @@ class Regime:
     matrix: Optional[Judged]  # the roofline row that judges the matrix work (None: none counted)
     bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
     why_not: str = ""  # why no bound, where none
+    profiler_steps: bool = True  # the steps are ProfilerSteps (else one window of all events)
 
     @property
     def device_share(self) -> float:
@@ -89,7 +90,7 @@ def regime_of(m: Model, roofline: Optional[Roofline]) -> Optional[Regime]:
     classes = _class_times(m, in_step)
     matrix = _matrix_row(roofline)
     bound, why_not = _bound(*classes, matrix)
-    return Regime(device_us, wall_us, pace, *classes, matrix, bound, why_not)
+    return Regime(device_us, wall_us, pace, *classes, matrix, bound, why_not, m.window_source == "ProfilerStep")
 
 
 def _class_times(m: Model, in_step: np.ndarray) -> tuple[float, float, float]:

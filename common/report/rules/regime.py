@@ -18,6 +18,9 @@ def _every_step(t: Tables) -> tuple:
 
 def pace_text(r: Regime) -> str:
     """``the GPU's work takes 1.26 ms per step against the host's 554 µs (median): 228%``."""
+    if not r.profiler_steps:
+        return (f"the GPU's work takes {fmt_us(r.device_us)} of the {fmt_us(r.wall_us)} window (no ProfilerStep: "
+                f"{100 * r.device_share:.0f}%)")
     return (f"the GPU's work takes {fmt_us(r.device_us)} per step against the host's {fmt_us(r.wall_us)} "
             f"(medians over the steps: {100 * r.device_share:.0f}%)")
 
