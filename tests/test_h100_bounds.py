@@ -224,3 +224,24 @@ def test_tensorboards_zero_occupancy_is_explained():
 
     lines = " ".join(headline_lines(h100_report("linear")[0]))
     assert "Est. achieved occupancy 0.00% (Kineto reads 0 for kernels over 48 KB" in lines
+
+
+def test_one_matmul_rate_per_report(tmp_path):
+    """02's matmul gets one rate: the regime's "the matmul arithmetic ran at" is the roofline's own (it
+    once read 42.4 GFLOP/s over addmm's self time beside the roofline's 30.1 over its whole time)."""
+    import re
+
+    from common.report import analyze
+    from conftest import run_script
+
+    run = run_script("02_linear.py", "--no-report", trace_dir=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (trace,) = sorted(tmp_path.glob("*.json*"))
+    tables, findings = analyze(trace)
+    roof = f"{tables.roofline.rows[0].row.tflops * 1e3:.1f} GFLOP/s"
+    from common.report.rules.judge import matmul_gflops
+
+    assert f"{matmul_gflops(tables):.1f} GFLOP/s" == roof  # what the regime's words quote
+    rates = {m for f in findings for m in re.findall(r"the matmul arithmetic ran at ([\d.,]+ GFLOP/s)", f.message)}
+    assert rates <= {roof}, (rates, roof)
+    assert roof in next(f.message for f in findings if f.rule == "roofline")
