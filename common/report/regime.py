@@ -83,6 +83,8 @@ def regime_of(m: Model, roofline: Optional[Roofline]) -> Optional[Regime]:
         return None
     per_step = np.bincount(dev.step[in_step], weights=dev.dur[in_step], minlength=len(m.steps))
     launched = per_step > 0
+    if not launched.any():
+        return None
     device_us = float(np.median(per_step[launched]))
     wall_us = float(np.median(np.array([s.dur for s in m.steps])[launched]))
     share = device_us / wall_us if wall_us > 0 else 0.0
