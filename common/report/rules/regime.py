@@ -53,6 +53,10 @@ def _hint(t: Tables, r: Regime) -> str:
                 "attention)")
     if r.bound == "compute":
         dtype = r.matrix.peak_unit if r.matrix is not None else ""
+        inputs = t.knobs.dtype if t.knobs is not None else ""
+        if dtype == "fp32" and inputs in SIXTEEN_BIT:
+            return (f"the inputs are {inputs} but the GEMMs run fp32 on CUDA cores (the op casts them up): a "
+                    f"path that keeps {inputs} on tensor cores raises the roof")
         if dtype == "fp32":
             return ("the GEMMs run fp32 on CUDA cores: tensor cores raise the roof (bf16/fp16 autocast, or TF32: "
                     "torch.backends.cuda.matmul.allow_tf32 = True)")
