@@ -245,3 +245,28 @@ def test_one_matmul_rate_per_report(tmp_path):
     rates = {m for f in findings for m in re.findall(r"the matmul arithmetic ran at ([\d.,]+ GFLOP/s)", f.message)}
     assert rates <= {roof}, (rates, roof)
     assert roof in next(f.message for f in findings if f.rule == "roofline")
+
+
+def test_the_hubs_forward_gets_the_same_count(tmp_path):
+    """04_d did not run on the H100 (no Hub there): a trace shaped like it, whose attention op the roofline
+    does not count, still gets the attention forward's one count over its steps' device time."""
+    import json
+
+    from common.report import analyze
+    from conftest import event
+
+    ev = []
+    for i in range(3):
+        t = i * 300.0
+        ev += [event(f"ProfilerStep#{i + 2}", t, 250, "user_annotation"), event("flash_attn::fwd", t + 10, 100),
+               event("cudaLaunchKernel", t + 20, 5, "cuda_runtime", correlation=100 + i),
+               event("flash_fwd_kernel", t + 40, 90, "kernel", pid=0, tid=7, correlation=100 + i)]
+    knobs = {"script": "04_d_kernels_attention", "tag": "x", "shape": [8, 16, 1024, 64], "dtype": "bf16",
+             "device": "cuda", "warmup": True, "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+             "matmul_flops_per_step": 2 * 8 * 16 * 1024 * 1024 * 64}
+    path = tmp_path / "hub.json"
+    path.write_text(json.dumps({"traceEvents": ev, "lesson": knobs, "deviceProperties": [
+        {"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9, "computeMinor": 0}]}))
+    (row,) = [j.row for j in analyze(path)[0].roofline.rows]
+    assert row.op.startswith("attention forward") and row.flops == _row("sdpa_flash", "attention forward").row.flops
+    assert row.time_us == 3 * 90.0

@@ -196,7 +196,8 @@ def counted_calls(m: Model) -> Calls:
         forward = () if knobs is None or op_level else _attention_calls(m, knobs)
         return Calls(tuple(calls) + forward, "record_shapes", timed_on, device_name,
                      sum(c.work.flops for c in calls), walls)
-    if knobs is None or not rows.size or not (knobs.matmul_flops_per_step or attention_row(knobs)):
+    attention = knobs is not None and attention_row(knobs) is not None  # timed by its steps: counted ops or not
+    if knobs is None or not (rows.size or attention) or not (knobs.matmul_flops_per_step or attention):
         return Calls((), None, timed_on, device_name)
     per_step = _knob_calls(m, rows, times, tf32, knobs)
     counted_flops = sum(c.work.flops for c in per_step if c.op != ATTENTION_ROW)
