@@ -19,7 +19,6 @@ from common.guess import Guess
 from common.knobs import RunKnobs
 from common.report import aggregates as agg
 from common.report import names as trace_names
-from common.report import occupancy
 from common.report.calls import call_work
 from common.report.chains import phase_chains
 from common.report.cpu_work import CpuWork, split_cpu_work
@@ -32,6 +31,7 @@ from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME,
                                  STEP_RE, Model)
+from common.report.kernel_footprint import kernel_footprint
 from common.report.overlap import exact_busy, hta_busy_span, hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
@@ -393,25 +393,10 @@ def kernel_table(m: Model) -> tuple[KernelRow, ...]:
             **{key: values[g] for key, values in estimates.items()},
             tensor_cores=trace_names.uses_tensor_cores(name),
             detail=_kernel_detail(m, name, rows_of[kernel == g]) if len(rows) < KERNEL_DETAIL_ROWS else None,
-            **_footprint_fields(m, rows_of[kernel == g]),
+            **kernel_footprint(m, rows_of[kernel == g]),
         ))
     return tuple(rows)
 
-
-def _footprint_fields(m: Model, rows: np.ndarray) -> dict:
-    """The footprint's theoretical occupancy of one kernel name (its first call with every launch
-    figure), the resource that limits it, and whether Kineto's estimate reads 0 by its 48 KB limit."""
-    dev = m.dev
-    known = np.isfinite(dev.regs[rows]) & np.isfinite(dev.threads[rows]) & np.isfinite(dev.smem[rows])
-    if not known.any():
-        return {}
-    i = int(rows[np.flatnonzero(known)[0]])
-    fp = occupancy.of_launch(dev.regs[i], dev.threads[i], dev.smem[i], dev.blocks[i],
-                             m.devices.get(int(dev.device[i]), {}))
-    if isinstance(fp, str):
-        return {}
-    return dict(footprint_occupancy_pct=fp.occupancy, footprint_limit=fp.limit(),
-                kineto_shared_limit=occupancy.kineto_reads_zero(fp))
 
 
 def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, blocks_per_sm: np.ndarray,

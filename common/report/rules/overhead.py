@@ -9,6 +9,7 @@ from common.report.model import STEP_RE
 from common.report.rules import advice, regime
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
+from common.report.rates import fmt_tflops
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -31,7 +32,7 @@ CPU_COMPUTE_FROM_PCT = 90.0  # ...at or above this: compute-bound
 
 def _rate_text(t: Tables) -> str:
     rate = matmul_gflops(t)
-    return f"; the matmul arithmetic ran at {rate:,.1f} GFLOP/s" if rate is not None else ""
+    return f"; the matmul arithmetic ran at {fmt_tflops(rate / 1e3)}" if rate is not None else ""
 
 
 @dataclass(frozen=True)
