@@ -15,7 +15,7 @@ HEAD = ("op", "shape", "calls", "FLOP", "bytes", "FLOP/B", "FLOP/s", "B/s", "% p
 TOP = 12
 
 
-KNOB_LABELS = {GEMMS: "GEMMs", ATTENTION: "attention"}
+KNOB_LABELS = {GEMMS: "GEMMs", ATTENTION: "attn"}
 
 
 def _short(op: str) -> str:
@@ -51,7 +51,7 @@ def caption(r: Roofline) -> str:
     return f"{source}; rates over {timed}{convention}; {r.note}"
 
 
-CONVENTION = ("rows from the knobs are per step; attention: one FLOP count for every variant (causal: the unmasked half, "
+CONVENTION = ("rows from the knobs are per step; attn, the attention forward: one FLOP count for every variant (causal: the unmasked half, "
               "2·B·H·S²·D) over all the device work of the step; GEMMs: what the GEMM kernels "
               "execute (the hand-written attention's the masked half too), at their kernels' dtype")
 
