@@ -122,9 +122,10 @@ def test_cpu_steps_rate_rises_with_size(runs):
     (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
         small["step_gflops"], big["step_gflops"])
     assert s_step < 0.8 * s_op and b_step > 0.9 * b_op and b_step > s_step, (s_op, s_step, b_op, b_step)
-    assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] is None
+    size = {"bf16": 2, "fp16": 2, "fp32": 4}[CPU_DTYPE]
+    assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] == 3 * 64 * 64 * size  # x, w, out
     text = run_module("common.report", trace_of(runs["01_warm"]), env=command_env(COLUMNS="120")).stdout
-    assert "64 (lesson's size)" in text  # the row's words keep their spaces (shapes lose theirs: [64,64])
+    assert re.search(r"GEMMs +x@w ", text)  # the knobs' GEMMs, by name (their shapes: the finding and the JSON)
 
 
 def _page(tmp_path: Path) -> Path:

@@ -68,7 +68,7 @@ for _cats, _group in ((OP_CATS, Group.OP), (ANNOTATION_CATS, Group.ANNOTATION), 
         GROUP_OF_CATEGORY[_cat] = _group
 
 MEMORY_FIELDS = ("ts", "device_type", "device_id", "bytes", "total_allocated", "total_reserved", "addr")
-LAUNCH_ARGS = ("correlation", "grid", "registers", "shared_memory", "blocks_per_sm", "occupancy", "bytes")
+LAUNCH_ARGS = ("correlation", "grid", "block", "registers", "shared_memory", "blocks_per_sm", "occupancy", "bytes")
 EXACT_ID_LIMIT = 2 ** 53  # ids beyond this are not exact in float64 (and no profiler writes them)
 
 
@@ -95,6 +95,7 @@ class Columns:
     dev_stream: list  # device events: the tid (the stream)
     dev_blocks: np.ndarray  # product of the grid dimensions
     dev_blocks_per_sm: np.ndarray  # the "blocks per SM" argument
+    dev_threads: np.ndarray  # threads per block: product of the block dimensions
     dev_occupancy: np.ndarray  # the "est. achieved occupancy %" argument
     dev_registers: np.ndarray
     dev_shared_memory: np.ndarray
@@ -218,6 +219,7 @@ def extract(events: list, memory: list = ()) -> Columns:
         thread=thread, threads=threads, corr=corr, op_shapes=op_shapes,
         dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(_printable_id, map(attrgetter("tid"), device_events))),
         dev_blocks=grid_product(args["grid"]), dev_blocks_per_sm=float_array(args["blocks_per_sm"]),
+        dev_threads=grid_product(args["block"]),
         dev_occupancy=float_array(args["occupancy"]), dev_registers=float_array(args["registers"]),
         dev_shared_memory=float_array(args["shared_memory"]), dev_bytes=float_array(args["bytes"]),
         gpu_annotations=[(printable(e.name), e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],

@@ -312,6 +312,7 @@ def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps, devices: dict) -> D
     outside = _launched_outside(c.dev_corr, launch, cpu)
     return DeviceLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=ts + dur, name=name, corr=c.dev_corr,
                       device=c.dev_device, stream=tuple(c.dev_stream), blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
+                      threads=c.dev_threads,
                       occ=c.dev_occupancy, regs=c.dev_registers, smem=c.dev_shared_memory, bytes=c.dev_bytes,
                       launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names, launch, cpu),
                       step=_device_steps(steps, ts, launch, outside, cpu), outside=outside,

@@ -22,6 +22,7 @@ MAX_SMS = 100_000  # SMs (or compute units) of one device
 ARG_RANGES = {"dev_occupancy": (0.0, 100.0, "est. achieved occupancy %"),
               "dev_blocks_per_sm": (0.0, 1e9, "blocks per SM"),
               "dev_blocks": (1.0, 1e15, "grid"),
+              "dev_threads": (1.0, 1e6, "block"),
               "dev_registers": (0.0, 1e6, "registers per thread"),
               "dev_shared_memory": (0.0, 1e12, "shared memory"),
               "dev_bytes": (0.0, 1e15, "bytes")}
@@ -69,6 +70,7 @@ def _keep_events(columns: Columns, keep: np.ndarray) -> Columns:
         dev_corr=columns.dev_corr[keep_device], dev_device=columns.dev_device[keep_device],
         dev_stream=[columns.dev_stream[i] for i in device_rows],
         dev_blocks=columns.dev_blocks[keep_device], dev_blocks_per_sm=columns.dev_blocks_per_sm[keep_device],
+        dev_threads=columns.dev_threads[keep_device],
         dev_occupancy=columns.dev_occupancy[keep_device], dev_registers=columns.dev_registers[keep_device],
         dev_shared_memory=columns.dev_shared_memory[keep_device], dev_bytes=columns.dev_bytes[keep_device],
         gpu_annotations=[a for a in columns.gpu_annotations if _plausible(a[1], a[2])],

@@ -53,7 +53,7 @@ def in_window(t, spans) -> tuple:
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 from common.report.rules import memory  # noqa: E402
-from common.report.rules import roofline  # noqa: E402
+from common.report.rules import regime, roofline  # noqa: E402
 from common.report.rules import first_step  # noqa: E402
 
 # Every rule, in the order of the report's findings.
@@ -63,6 +63,7 @@ RULES: list = [
     trace.large_trace,
     overhead.overhead_bound,
     overhead.compute_bound,
+    regime.device_bound,
     overhead.regime_cannot_tell,
     gemm.hotspot_kernel,
     overhead.hotspot_op,

@@ -37,10 +37,20 @@ def occupancy_query(t: Tables):
     return Finding("occupancy_query", f"occupancy-queried launches: {nq:,} of {nq + npl:,} kernel launches follow "
                    f"an occupancy query ({', '.join(queries)}): {qtxt}" + (f"; plain launches: {ptxt}" if ptxt else "")
                    + f"{gtxt} ({gpu.occupancy_case()})",
-                   "queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
-                   "elementwise/reduction kernels",
+                   _queried_hint(ev["gemm_launches"] - ev["gemm_launches_queried"]),
                    dict(ev, queried=nq, plain=npl, queried_ops=tq, plain_ops=tp, queries=queries),
                    level="note" if short else "info")
+
+
+def _queried_hint(plain_gemms: int) -> str:
+    """What a query tells apart, as far as this run shows it: where GEMMs launched without one too, the
+    query does not mark the GEMMs here."""
+    if plain_gemms:
+        return (f"queried launches are adaptively-tuned library kernels (GEMM/conv), but {plain_gemms:,} GEMM "
+                "launch(es) here had no query: tell GEMMs from light kernels by name or by the op that "
+                "launched them, not by a query")
+    return ("queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
+            "elementwise/reduction kernels")
 
 
 def _no_occupancy_query(gpu: Gpu, ev: dict):
@@ -64,15 +74,20 @@ def _no_occupancy_query(gpu: Gpu, ev: dict):
 
 
 def hotspot_kernel(t: Tables):
-    """One event dominates CUDA total: that's your hotspot. Start the optimization there."""
+    """One event dominates CUDA total: that's your hotspot. Start the optimization there (where the GPU
+    sets the pace; where it idles most of each step, the dispatch is the cost, not the kernel)."""
     if not t.kernels:
         return None
     k = t.kernels[0]
     if k.share_pct < 25:
         return None
+    idle = t.regime is not None and t.regime.pace == "overhead"
+    hint = ("the GPU idles most of each step (overhead_bound): this kernel is not what costs the time; the "
+            "dispatch around it is" if idle else
+            "start optimising there; find the op that launches it in the trace (the flow arrow)")
     return Finding("hotspot_kernel", f"hotspot kernel: {trace_names.short_name(k.name, 70)} takes {k.share_pct:.1f}% "
                    f"of kernel time ({fmt_us(k.total_us)} in {k.calls:,} calls, median {fmt_us(k.median_us)})",
-                   "start optimising there; find the op that launches it in the trace (the flow arrow)",
+                   hint,
                    dict(kernel=k.name, share_pct=rounded(k.share_pct), total_us=rounded(k.total_us), calls=k.calls))
 
 
@@ -112,8 +127,8 @@ def matmul_dispatch(t: Tables):
         rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
     if bmm:
         why = "cuBLAS does more heuristic work per call" if t.has_gpu else "one GEMM per batch entry"
-        hint = (f"bmm is the batched path ({why}); flatten leading dims to use one big mm when the weights are "
-                "shared")
+        hint = (f"bmm is the batched path ({why}): both operands carry the batch axis (aten::matmul folds a 2-D "
+                "second operand into one aten::mm)")
     else:
         hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
     return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
