@@ -34,7 +34,7 @@ OVERHEAD_BELOW = 0.5  # under this, the GPU idles most of each step: overhead-bo
 MOST = 0.5  # a class holding more than this share of the device time decides what bounds the kernels
 NEAR_ROOF_PCT = 50.0  # matrix work under this share of its roof is held by neither roof (the kernel itself)
 MATRIX_CATEGORIES = ("gemm", "attention", "cudnn")
-MEMORY_CATEGORIES = ("aten", "triton_pointwise", "triton_reduction")
+MEMORY_CATEGORIES = ("aten", "normalization", "triton_pointwise", "triton_reduction", "triton_persistent")
 _MEMORY_NAME = re.compile(r"softmax|layer_?norm|rms_?norm|group_?norm|batch_?norm|elementwise|reduce|"
                           r"copy|fill|gather|scatter|index|cat_|transpose|where", re.I)
 
