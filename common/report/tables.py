@@ -36,6 +36,7 @@ from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, E
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
 from common.report.roofline import Roofline, build_roofline
+from common.report.plausible_rates import checked_roofline
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
@@ -142,7 +143,7 @@ def build_tables(m: Model) -> Tables:
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
-        guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
+        guess=_guess_check(m), memory=memory_of(m), roofline=checked_roofline(build_roofline(m)),
         chains=phase_chains(m, [p.name for p in phases]))
 
 
