@@ -56,10 +56,10 @@ def check_target(path, flag: str | None = None) -> Path:
     """The file that writing ``path`` replaces: ``path`` itself, when it is new or a regular file.
     Anything else is refused in one line, a symbolic link too (whatever it names: writing through it
     would replace a file the command line does not name)."""
-    label = shown(path, flag)
     p = Path(path)
     if os.path.islink(p):
-        fail(f"{label}: {_link_refused(p)}")
+        fail(f"{_link_label(p, flag)}: {_link_refused(p)}")
+    label = shown(path, flag)
     try:
         info = os.stat(p)
     except FileNotFoundError:
@@ -73,6 +73,17 @@ def check_target(path, flag: str | None = None) -> Path:
     if not stat.S_ISREG(info.st_mode):
         fail(f"{label}: {_NOT_REGULAR}")
     return p
+
+
+def _link_label(link: Path, flag: str | None) -> str:
+    """How an error line names a symbolic link: itself, not the file it names (:func:`shown` resolves)."""
+    from common.commands import display_path
+    from common.printable import printable
+    from common.report.inputs import shorten
+
+    if flag:
+        return shown(link, flag)
+    return shorten(os.path.join(display_path(link.parent), printable(link.name)))
 
 
 def _link_refused(link: Path) -> str:
