@@ -12,8 +12,8 @@
    share of a datasheet peak or roof above 100 %, no rate beyond any device, no peak for a name that
    holds several GPUs, no 20-digit number; a row flagged impossible has no share, roof or bound, and
    the text, the JSON and the page say the same. ``FUZZ_ROOFLINE_CASES`` (default 40) sets the
-   round's size: the suite runs 40; a bigger round is run by hand
-   (``FUZZ_ROOFLINE_CASES=1000 uv run pytest -q -s tests/test_fuzz_outputs.py -k round``).
+   round's size and ``FUZZ_ROOFLINE_SEED`` its seed: the suite runs 40; a bigger round is run by hand
+   (``FUZZ_ROOFLINE_CASES=1000 FUZZ_ROOFLINE_SEED=1 uv run pytest -q -s tests/test_fuzz_outputs.py -k round``).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from h100 import RUN_NAMES, h100_trace
 
 SEED = 27
 ROOFLINE_CASES = int(os.environ.get("FUZZ_ROOFLINE_CASES", "40"))
+ROOFLINE_SEED = int(os.environ.get("FUZZ_ROOFLINE_SEED", str(SEED)))
 HTML_EVERY = 8
 LINK_KINDS = ("file beside", "file elsewhere", "link to a link", "folder", "nothing")
 SMALL_TRACE = h100_trace("p1_64")
@@ -96,7 +97,8 @@ def _snapshot(*folders: Path) -> dict:
     out = {}
     for folder in folders:
         for p in sorted(folder.rglob("*")):
-            out[p] = os.readlink(p) if p.is_symlink() else None if p.is_dir() else hashlib.sha256(p.read_bytes()).digest()
+            out[p] = (os.readlink(p) if p.is_symlink() else None if p.is_dir() else
+                      hashlib.sha256(p.read_bytes()).digest())
     return out
 
 
@@ -248,7 +250,9 @@ def _mutate(doc: dict, rng: random.Random) -> dict:
                 if e.get("cat") == cat and isinstance(e.get("dur"), (int, float)) and rng.random() < 0.7:
                     e["dur"] = e["dur"] * factor
         elif kind == 4 and isinstance(knobs, dict):  # the knobs' FLOPs per step
-            flops = knobs.get("matmul_flops_per_step") or 1
+            flops = knobs.get("matmul_flops_per_step")
+            if type(flops) is not int or flops <= 0:  # noqa: E721 - an earlier mutation's odd value
+                flops = 10 ** 9
             knobs["matmul_flops_per_step"] = rng.choice([flops * 10, flops * 1000, -flops, 0, 10 ** 30, 2 ** 63,
                                                          1.5, "x", None, True, flops])
         elif isinstance(knobs, dict):  # the knobs' dtype
@@ -304,7 +308,7 @@ def _roofline_seeds(cpu_trace: Path) -> list[tuple[str, dict]]:
 def _fuzz_roofline(tmp: Path, cpu_trace: Path, cases: int, seed: int) -> dict:
     rng = random.Random(seed)
     seeds = _roofline_seeds(cpu_trace)
-    counts = {"cases": 0, "runs": 0, 0: 0, 2: 0, "flagged": 0, "ambiguous": 0}
+    counts = {"cases": 0, "runs": 0, 0: 0, 2: 0, "flagged": 0, "ambiguous": 0, "errors": {}}
     for n in range(cases):
         name, doc = seeds[n % len(seeds)]
         path = tmp / f"case{n}.json"
@@ -317,6 +321,8 @@ def _fuzz_roofline(tmp: Path, cpu_trace: Path, cases: int, seed: int) -> dict:
             assert code in (0, 2) and "Traceback" not in out + err, where
             if code == 2:
                 _one_error(code, err)
+                why = re.sub(r"\(byte \d+\)", "(byte N)", re.sub(r"/\S+", "PATH", err.strip()))[:90]
+                counts["errors"][why] = counts["errors"].get(why, 0) + 1
             counts["runs"] += 1
             counts[code] += 1
             results.append((code, out))
@@ -335,7 +341,7 @@ def _fuzz_roofline(tmp: Path, cpu_trace: Path, cases: int, seed: int) -> dict:
 
 
 def test_roofline_fuzzing_round(tmp_path, cpu_shapes_trace):
-    counts = _fuzz_roofline(tmp_path, cpu_shapes_trace, ROOFLINE_CASES, SEED)
+    counts = _fuzz_roofline(tmp_path, cpu_shapes_trace, ROOFLINE_CASES, ROOFLINE_SEED)
     print(f"roofline fuzzing: {counts}")
     assert counts["flagged"] and counts[0]  # the mutations reach the guard
 
@@ -383,3 +389,20 @@ def test_issue_27_roofline_cases(tmp_path, case):
     else:
         assert r["peak"] is None and r["rows"][0]["pct_of_peak"] is None and "248.2" not in text
         assert "several GPUs (B200, H100, A100)" in r["note"] and "cannot tell" in finding["message"]
+
+
+def test_cpu_matmul_rate_beyond_any_cpu_is_no_verdict(tmp_path, cpu_shapes_trace):
+    """The lesson's knobs say 2^62 FLOPs per step (a value that fits in int64, but no CPU runs it in
+    microseconds): no finding prints that rate as the CPU's, and the roofline flags its row."""
+    doc = _load(cpu_shapes_trace)
+    doc["lesson"]["matmul_flops_per_step"] = 2 ** 62
+    for e in doc["traceEvents"]:
+        e.get("args", {}).pop("Input Dims", None)  # the knobs' row, not record_shapes'
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    out, text, page = _all_three(tmp_path, path)
+    _check_roofline(out, text, page, "2^62 FLOPs per step")
+    assert out["roofline"]["rows"][0]["impossible"] and "beyond any CPU" in out["roofline"]["rows"][0]["impossible"]
+    for f in out["findings"]:
+        if f["rule"] != "roofline":  # the CPU rules (overhead, busy machine) read no rate beyond any CPU
+            assert f["evidence"].get("matmul_gflops") is None and "GFLOP/s" not in f["message"], f

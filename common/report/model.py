@@ -128,8 +128,8 @@ def build(loaded: Loaded) -> Model:
     model = Model(
         path=printable(loaded.path), size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
         n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
-        notes=tuple(loaded.notes) + tuple(notes + shape_notes + step_notes + tree_notes + device_notes + drawn_notes),
-        t0=t0,
+        notes=tuple(loaded.notes) + tuple(notes + shape_notes + step_notes + tree_notes + device_notes
+                                          + drawn_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )

@@ -8,8 +8,9 @@ be a rate no device reaches. :func:`checked_roofline` runs on the judged rooflin
   never the first one matched (:func:`gpus_named`); the rows keep their achieved rates only;
 - **a row whose rate cannot be**: above 100 % of its device's datasheet peak (the datasheet's dense
   peak is the most the device does: a share above it is a wrong shape or a wrong time, never a
-  result), beyond any device (:data:`ANY_DEVICE_TFLOPS`, :data:`ANY_DEVICE_GBS`; on the CPU
-  :data:`ANY_CPU_TFLOPS`), or negative: the row is flagged ``impossible`` with the reason, and its
+  result) or of its roof (ideal bytes faster than the device memory's bandwidth), beyond any
+  device (:data:`ANY_DEVICE_TFLOPS`, :data:`ANY_DEVICE_GBS`; on the CPU :data:`ANY_CPU_TFLOPS`), or
+  negative: the row is flagged ``impossible`` with the reason, and its
   share of peak, roof and bound are cleared, so no verdict (finding, table, plot) rests on it;
 - **the steps' rate** (CPU traces) counts every call's FLOPs: with an impossible row among them, or
   beyond any CPU itself, it is flagged and not shown as a rate.
@@ -26,8 +27,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from common.report.columns import Columns, Group
-from common.report.peaks import _has, _words
-from common.report.rates import fmt_pct, fmt_tflops
+from common.report.rates import fmt_gbs, fmt_pct, fmt_tflops
 
 if TYPE_CHECKING:  # the model imports this module (drop_impossible_shapes), and the roofline imports the model
     from common.report.roofline import Judged, Roofline
@@ -48,14 +48,22 @@ GPU_MODELS = ("B300", "B200", "B100", "GB200", "GB300", "GH200", "H200", "H100",
               "RTX 6000", "RTX A6000", "RTX 4090", "RTX 3090", "RTX 5090", "MI300X", "MI250X", "MI210", "MI100")
 
 
+def _words(name: str) -> str:
+    """A name as words between spaces (as :mod:`.peaks` reads names: ``-`` and ``_`` split words)."""
+    return f" {name.upper().replace('-', ' ').replace('_', ' ')} "
+
+
+def _has(words: str, model: str) -> bool:
+    return _words(model) in words
+
+
 def gpus_named(device_name: Optional[str]) -> list[str]:
-    """The GPU models a device name names (``NVIDIA H100 80GB HBM3`` -> ``["H100"]``); a model inside a
-    longer one counts once (``RTX A6000`` is not also ``A6000``'s neighbour ``RTX 6000``)."""
+    """The GPU models a device name names, as words: ``NVIDIA H100 80GB HBM3`` -> ``["H100"]``,
+    ``NVIDIA A100 H100 B200`` -> ``["B200", "H100", "A100"]``."""
     if not device_name:
         return []
     words = _words(device_name)
-    found = [m for m in GPU_MODELS if _has(words, m)]
-    return [m for m in found if not any(m != other and _has(_words(other), m) for other in found)]
+    return [m for m in GPU_MODELS if _has(words, m)]
 
 
 def ambiguous_device(device_name: Optional[str]) -> Optional[str]:
@@ -67,6 +75,11 @@ def ambiguous_device(device_name: Optional[str]) -> Optional[str]:
             "cannot be told: achieved rates only")
 
 
+def cpu_rate_possible(gflops: float) -> bool:
+    """Whether a CPU could run matrix arithmetic at ``gflops`` GFLOP/s (not negative, not beyond any CPU)."""
+    return 0 <= gflops <= ANY_CPU_TFLOPS * 1e3
+
+
 def impossible_row(j: Judged, on_cpu: bool) -> Optional[str]:
     """Why a judged row's numbers cannot be true, or None."""
     row = j.row
@@ -75,12 +88,16 @@ def impossible_row(j: Judged, on_cpu: bool) -> Optional[str]:
     if row.tflops is not None and j.pct_of_peak is not None and j.pct_of_peak > 100.0:
         return (f"{fmt_tflops(row.tflops)} is {fmt_pct(j.pct_of_peak)} of the {j.peak_unit} peak "
                 f"({j.peak_tflops:g} TFLOP/s dense): no op runs above its device's datasheet peak; {WRONG_INPUT}")
+    if j.pct_of_roof is not None and j.pct_of_roof > 100.0 and j.pct_of_bandwidth is not None:
+        return (f"{fmt_gbs(row.gbs)} of ideal bytes is {fmt_pct(j.pct_of_bandwidth)} of the device memory's datasheet "
+                f"bandwidth: above its memory roof (at {fmt_pct(j.pct_of_roof)} of it), which bytes from device "
+                f"memory cannot pass; {WRONG_INPUT}")
     tflops_cap, gbs_cap, what = ((ANY_CPU_TFLOPS, ANY_CPU_GBS, "any CPU") if on_cpu else
                                  (ANY_DEVICE_TFLOPS, ANY_DEVICE_GBS, "any device"))
     if row.tflops is not None and row.tflops > tflops_cap:
         return f"{fmt_tflops(row.tflops)} is beyond {what} (over {fmt_tflops(tflops_cap)}); {WRONG_INPUT}"
     if row.gbs is not None and row.gbs > gbs_cap:
-        return f"{row.gbs / 1e3:,.0f} TB/s is beyond {what} (over {gbs_cap / 1e3:,.0f} TB/s); {WRONG_INPUT}"
+        return f"{fmt_gbs(row.gbs)} is beyond {what} (over {fmt_gbs(gbs_cap)}); {WRONG_INPUT}"
     return None
 
 
@@ -109,8 +126,8 @@ def checked_roofline(r: Optional[Roofline]) -> Optional[Roofline]:
         flagged += why is not None
     note = r.note
     if flagged:
-        note += (f"; {flagged} row(s) flagged impossible (a rate no device reaches, or a negative count: "
-                 f"{WRONG_INPUT}), kept out of shares and bounds")
+        note += (f"; {flagged} row(s) flagged impossible (above the device's peak or roof, beyond any device, or "
+                 f"negative: {WRONG_INPUT}), kept out of shares and bounds")
     step = _impossible_step(r, flagged)
     if step is not None:
         note += f"; the steps' rate: {step}"
@@ -135,13 +152,15 @@ def drop_impossible_shapes(columns: Columns) -> tuple[Columns, list[str]]:
     """The columns without the ``Input Dims`` no tensor has (a size of 2^63 or more: torch's sizes are
     int64), and a note naming the ops whose shapes were ignored (the roofline leaves those calls out)."""
     shapes = columns.op_shapes
-    bad = [i for i, s in enumerate(shapes.tolist()) if s is not None and any(n >= MAX_DIM for d in s.dims for n in d)]
+    bad = [i for i, s in enumerate(shapes.tolist())
+           if s is not None and any(n >= MAX_DIM for d in s.dims for n in d)]
     if not bad:
         return columns, []
     cleared = shapes.copy()
     cleared[bad] = None
     cpu_rows = np.flatnonzero(columns.group <= Group.PYTHON)
     ops = sorted({columns.names[columns.name[cpu_rows[i]]] for i in bad})
-    note = (f"ignored the Input Dims of {len(bad):,} op call(s) ({', '.join(ops[:3])}{', ...' if len(ops) > 3 else ''}): "
-            "a size of 2^63 or more, which no tensor has; the roofline leaves those calls out")
+    named = ", ".join(ops[:3]) + (", ..." if len(ops) > 3 else "")
+    note = (f"ignored the Input Dims of {len(bad):,} op call(s) ({named}): a size of 2^63 or more, which no tensor "
+            "has; the roofline leaves those calls out")
     return replace(columns, op_shapes=cleared), [note]

@@ -56,8 +56,10 @@ def compact(x: Optional[float]) -> str:
     if x is None:
         return "n/a"
     x = float(x)
+    if abs(x) >= 1e18:  # past P: an impossible value (flagged), written short so that the table keeps its width
+        return f"{x:.0e}".replace("e+", "e")
     for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
             value = x / scale
-            return f"{value:.0f}{suffix}" if 100 <= value < 1000 else f"{value:.3g}{suffix}"
+            return f"{value:.0f}{suffix}" if value >= 100 else f"{value:.3g}{suffix}"
     return f"{x:.3g}"

@@ -321,7 +321,8 @@ def roofline_json(r: Roofline) -> dict:
     peak = r.peak
     return dict(source=r.source, timed_on=r.timed_on, device=r.device, note=r.note, step_flops=r.step_flops,
                 step_wall_us=r.step_wall_us, step_tflops=r.step_tflops,
-                step_gflops=r.step_tflops * 1e3 if r.step_tflops is not None else None, impossible_step=r.impossible_step,
+                step_gflops=r.step_tflops * 1e3 if r.step_tflops is not None else None,
+                impossible_step=r.impossible_step,
                 peak=None if peak is None else dict(device=peak.device, bf16=peak.bf16, fp16=peak.fp16, tf32=peak.tf32,
                                                     fp32=peak.fp32, memory_gbs=peak.memory_gbs, source=peak.source),
                 rows=[row_json(j) for j in r.rows])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from common.knobs import RunKnobs
+from common.report.plausible_rates import cpu_rate_possible
 from common.report.steadiness import first_vs_rest
 from common.report.tables import Tables
 
@@ -61,7 +62,8 @@ def matmul_gflops(t: Tables) -> float | None:
     own_us = sum(o.self_us for o in t.cpu_work.compute_ops if o.name in MATMUL_OPS)
     if own_us <= 0:
         return None
-    return knobs.matmul_flops_per_step * len(t.cpu_work.steps) / own_us / 1e3
+    rate = knobs.matmul_flops_per_step * len(t.cpu_work.steps) / own_us / 1e3
+    return rate if cpu_rate_possible(rate) else None  # beyond any CPU: the roofline flags it, no verdict reads it
 
 
 def plausible_floor(t: Tables) -> float:
