@@ -126,8 +126,8 @@ def checked_roofline(r: Optional[Roofline]) -> Optional[Roofline]:
         flagged += why is not None
     note = r.note
     if flagged:
-        note += (f"; {flagged} row(s) flagged impossible (above the device's peak or roof, beyond any device, or "
-                 f"negative: {WRONG_INPUT}), kept out of shares and bounds")
+        note += (f"; {flagged} row(s) flagged impossible, bound 'wrong' (above the device's peak or roof, beyond "
+                 f"any device, or negative: {WRONG_INPUT}), kept out of shares and bounds")
     step = _impossible_step(r, flagged)
     if step is not None:
         note += f"; the steps' rate: {step}"

@@ -28,7 +28,7 @@ def table_rows(r: Roofline) -> list[list[str]]:
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
                     compact(row.gbs * 1e9 if row.gbs is not None else None), fmt_pct(j.pct_of_peak) if j.pct_of_peak is not None else "-",
-                    "impossible" if j.impossible else j.bound or "-"])
+                    "wrong" if j.impossible else j.bound or "-"])  # wrong: flagged impossible (the caption says why)
     return out
 
 
