@@ -11,8 +11,8 @@
    durations, the knobs' FLOPs): every run ends in exit 0 or 2 without a traceback, and on exit 0 no
    share of a datasheet peak or roof above 100 %, no rate beyond any device, no peak for a name that
    holds several GPUs, no 20-digit number; a row flagged impossible has no share, roof or bound, and
-   the text, the JSON and the page say the same. ``FUZZ_ROOFLINE_CASES`` (default 40) sets the
-   round's size and ``FUZZ_ROOFLINE_SEED`` its seed: the suite runs 40; a bigger round is run by hand
+   the text, the JSON and the page say the same. ``FUZZ_ROOFLINE_CASES`` (default 24) sets the
+   round's size and ``FUZZ_ROOFLINE_SEED`` its seed: the suite runs 24; a bigger round is run by hand
    (``FUZZ_ROOFLINE_CASES=1000 FUZZ_ROOFLINE_SEED=1 uv run pytest -q -s tests/test_fuzz_outputs.py -k round``).
 """
 
@@ -42,7 +42,7 @@ from conftest import REPO
 from h100 import RUN_NAMES, h100_trace
 
 SEED = 27
-ROOFLINE_CASES = int(os.environ.get("FUZZ_ROOFLINE_CASES", "40"))
+ROOFLINE_CASES = int(os.environ.get("FUZZ_ROOFLINE_CASES", "24"))
 ROOFLINE_SEED = int(os.environ.get("FUZZ_ROOFLINE_SEED", str(SEED)))
 HTML_EVERY = 8
 LINK_KINDS = ("file beside", "file elsewhere", "link to a link", "folder", "nothing")
