@@ -87,11 +87,11 @@ def repeat_trace(src: Path | str, copies: int, dst: Path | str) -> Path:
     dcorr, dext = corr_max + 1, ext_max + 1
     nsteps = (max(steps) - min(steps) + 1) if steps else 0
 
+    from common.output import writing  # the suite's one writer: whole or not at all, never through a link
+
     dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
     enc = json.JSONEncoder(ensure_ascii=False)
-    with open(tmp, "w", encoding="utf-8") as f:
+    with writing([dst], what="the big input", make_folders=True) as (tmp,), open(tmp, "w", encoding="utf-8") as f:
         head = {k: v for k, v in trace.items() if k != "traceEvents"}
         f.write("{\n")
         for k, v in head.items():
@@ -123,7 +123,6 @@ def repeat_trace(src: Path | str, copies: int, dst: Path | str) -> Path:
                 f.write(("" if first else ",\n") + enc.encode(e))
                 first = False
         f.write("\n]\n}\n")
-    os.replace(tmp, dst)
     return dst
 
 

@@ -28,6 +28,7 @@ from common.report.lanes import CpuLane, DeviceLane, MemoryLane
 from common.report.load import Loaded
 from common.report.memory_plausible import drop_implausible_memory
 from common.report.plausible import drop_impossible, sane_device_properties
+from common.report.plausible_rates import drop_impossible_shapes
 
 # CPU event kinds (``m.cpu.kind``)
 OP, ANNOTATION, RUNTIME, PYTHON = 0, 1, 2, 3
@@ -113,6 +114,7 @@ def build(loaded: Loaded) -> Model:
     :func:`common.report.tables.build_tables`)."""
     _tick("model")
     columns, notes = drop_impossible(loaded.columns)
+    columns, shape_notes = drop_impossible_shapes(columns)
     steps, t0, t1, source, step_notes = _host_steps(columns, loaded.path)
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
@@ -129,7 +131,7 @@ def build(loaded: Loaded) -> Model:
     model = Model(
         path=printable(loaded.path), size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
         n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
-        notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes)
+        notes=tuple(loaded.notes) + tuple(notes + shape_notes + step_notes + tree_notes + device_notes + drawn_notes)
         + tuple(memory_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,

@@ -38,7 +38,7 @@ def table_rows(r: Roofline) -> list[list[str]]:
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
                     compact(row.gbs * 1e9 if row.gbs is not None else None), fmt_pct(j.pct_of_peak) if j.pct_of_peak is not None else "-",
-                    j.bound or "-"])
+                    "wrong" if j.impossible else j.bound or "-"])  # wrong: flagged impossible (the caption says why)
     return out
 
 
@@ -79,7 +79,7 @@ def roofline_plot(r: Optional[Roofline]) -> Optional[Plot]:
     intensity; the roofs (memory: intensity x bandwidth, compute: the peak) where the peak is known."""
     if r is None:
         return None
-    points = [j for j in r.rows[:TOP] if j.row.intensity and j.row.tflops]
+    points = [j for j in r.rows[:TOP] if j.row.intensity and j.row.tflops and not j.impossible]
     if not points:
         return None
     plt = load_pyplot()

@@ -138,6 +138,7 @@ class Judged:
     ridge: Optional[float]  # FLOP/byte where the two roofs meet
     bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
     roof_tflops: Optional[float] = None  # the roof over its intensity: min(peak, intensity x bandwidth)
+    impossible: Optional[str] = None  # why its rate cannot be true (then no share, roof or bound): .plausible_rates
 
     @property
     def pct_of_roof(self) -> Optional[float]:
@@ -158,11 +159,14 @@ class Roofline:
     note: str  # what the peak is (or why none), in words
     step_flops: int = 0
     step_wall_us: float = 0.0
+    impossible_step: Optional[str] = None  # why the steps' rate cannot be told (.plausible_rates)
 
     @property
     def step_tflops(self) -> Optional[float]:
         """The steps' effective rate: their GEMM and attention FLOPs over their wall time (the dispatch,
         the other ops and the waits included), TFLOP/s; None without ProfilerSteps or on a GPU trace."""
+        if self.impossible_step is not None:
+            return None
         return self.step_flops / self.step_wall_us / 1e6 if self.step_wall_us > 0 and self.step_flops else None
 
 
@@ -367,7 +371,7 @@ def row_json(j: Judged) -> dict:
                 gflops=r.tflops * 1e3 if r.tflops is not None else None, gb_per_s=r.gbs, causal=r.causal,
                 peak_tflops=j.peak_tflops, peak_unit=j.peak_unit, pct_of_peak=j.pct_of_peak,
                 pct_of_bandwidth=j.pct_of_bandwidth, ridge=j.ridge, bound=j.bound, roof_tflops=j.roof_tflops,
-                pct_of_roof=j.pct_of_roof)
+                pct_of_roof=j.pct_of_roof, impossible=j.impossible)
 
 
 def roofline_json(r: Roofline) -> dict:
@@ -375,6 +379,7 @@ def roofline_json(r: Roofline) -> dict:
     return dict(source=r.source, timed_on=r.timed_on, device=r.device, note=r.note, step_flops=r.step_flops,
                 step_wall_us=r.step_wall_us, step_tflops=r.step_tflops,
                 step_gflops=r.step_tflops * 1e3 if r.step_tflops is not None else None,
+                impossible_step=r.impossible_step,
                 peak=None if peak is None else dict(device=peak.device, bf16=peak.bf16, fp16=peak.fp16, tf32=peak.tf32,
                                                     fp32=peak.fp32, memory_gbs=peak.memory_gbs, source=peak.source),
                 rows=[row_json(j) for j in r.rows])

@@ -40,6 +40,7 @@ from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, E
 from common.report.subtrees import attention_subtrees
 from common.report.regime import Regime, regime_of
 from common.report.roofline import Roofline, build_roofline
+from common.report.plausible_rates import checked_roofline
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
@@ -138,7 +139,7 @@ def build_tables(m: Model) -> Tables:
     rows = step_rows(m, per_step, gpu_union, aligned)
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_union))
-    roofline = build_roofline(m)
+    roofline = checked_roofline(build_roofline(m))
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,

@@ -7,6 +7,7 @@ from common.knobs import RunKnobs
 from common.report.steadiness import COLD, FirstRecorded, first_recorded, first_vs_rest
 from common.report.knob_work import GEMMS
 from common.report.roofline import KNOBS_OP
+from common.report.plausible_rates import cpu_rate_possible
 from common.report.tables import Tables
 
 
@@ -86,7 +87,8 @@ def matmul_gflops(t: Tables) -> float | None:
     time_us = sum(row.time_us for row in rows)
     if time_us <= 0:
         return None
-    return sum(row.flops * row.calls for row in rows) / time_us / 1e3
+    rate = sum(row.flops * row.calls for row in rows) / time_us / 1e3
+    return rate if cpu_rate_possible(rate) else None  # beyond any CPU: the roofline flags it, no verdict reads it
 
 
 def plausible_floor(t: Tables) -> float:

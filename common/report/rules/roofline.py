@@ -71,6 +71,10 @@ def roofline(t: Tables):
               step_gflops=rounded(r.step_tflops * 1e3, 3) if r.step_tflops is not None else None,
               gflops=rounded(row.tflops * 1e3, 3) if row.tflops is not None else None,
               rows=[row_json(j) for j in r.rows[:5]])
+    if top.impossible is not None:
+        return Finding("roofline", f"{what}: its numbers cannot be true ({calls}): {top.impossible}; its rate and "
+                       "share of peak: cannot tell", "check the trace's Input Dims (record_shapes) and kernel times",
+                       ev, level="warn")
     if top.pct_of_peak is None:
         why = r.note if r.peak is None else top.peak_unit
         on = "its own CPU time" if r.timed_on == "cpu" else "its kernels' time"
