@@ -27,6 +27,7 @@ from common.report.gpus import Gpu
 from common.report.header import Header, header_of
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
+from common.report.kernel_sources import kernel_sources
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.outside import LaunchedOutside, launched_outside
@@ -65,7 +66,7 @@ class Tables:
     # what particular rules read (:mod:`.aggregates`)
     top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
     op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
-    matmul_runtime_calls: dict  # {aten::mm/bmm: (runtime calls directly under it, its calls)}
+    matmul_runtime_calls: dict  # {aten::mm/bmm: ({runtime call: calls directly under it}, its calls)}
     mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
     occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
@@ -83,6 +84,7 @@ class Tables:
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
     launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
+    kernel_sources: dict = field(default_factory=dict)  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -145,7 +147,8 @@ def build_tables(m: Model) -> Tables:
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
-        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m))
+        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
+        kernel_sources=kernel_sources(m))
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:

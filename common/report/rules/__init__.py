@@ -52,6 +52,7 @@ def in_window(t, spans) -> tuple:
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 from common.report.rules import memory  # noqa: E402
+from common.report.rules import hand_written  # noqa: E402
 from common.report.rules import roofline  # noqa: E402
 
 # Every rule, in the order of the report's findings.
@@ -84,6 +85,7 @@ RULES: list = [
     compiled.torch_compile,
     compiled.recompiles,
     compiled.fused_kernels,
+    hand_written.hand_written_kernels,
     gemm.gemm_kernels,
     roofline.roofline,
     phases.overhead_bound_phase,

@@ -94,30 +94,49 @@ def metadata_only_ops(t: Tables):
 
 
 def matmul_dispatch(t: Tables):
-    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
-    extra CUDA runtime calls): a batched matmul on 3D+ tensors (P1.10: a leading batch axis)."""
+    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm: a
+    batched matmul on 3D+ tensors (P1.10: a leading batch axis). Per call, the kernel launches under
+    it, and apart from them what else it calls on the runtime (a memset, an occupancy query)."""
     kids = t.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
         return None
-    rt_per = {op: round(float(runtime) / max(calls, 1), 2)
-              for op, (runtime, calls) in t.matmul_runtime_calls.items() if kids.get(op)}
+    per_call = {op: _runtime_per_call(calls, max(n, 1)) for op, (calls, n) in t.matmul_runtime_calls.items()
+                if kids.get(op)}
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
     if bmm:
         parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
     rtxt = ""
-    if rt_per:
-        rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
+    if per_call:
+        rtxt = "; per call: " + ", ".join(f"{op} {_said(launches, others)}" for op, (launches, others) in per_call.items())
     if bmm:
-        why = "cuBLAS does more heuristic work per call" if t.has_gpu else "one GEMM per batch entry"
+        launches = per_call.get("aten::bmm", (0, {}))[0]
+        why = ("one GEMM per batch entry" if not t.has_gpu else
+               f"{launches:g} kernel launch{'' if launches == 1 else 'es'} per call" if launches else "a batched GEMM")
         hint = (f"bmm is the batched path ({why}); flatten leading dims to use one big mm when the weights are "
                 "shared")
     else:
         hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
     return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
-                   dict(mm=mm, bmm=bmm, runtime_calls_per_call=rt_per))
+                   dict(mm=mm, bmm=bmm, launches_per_call={op: v[0] for op, v in per_call.items()},
+                        other_runtime_calls_per_call={op: v[1] for op, v in per_call.items()}))
+
+
+def _runtime_per_call(calls: dict, n: int) -> tuple:
+    """(kernel launches per call, {any other runtime call: per call}) from {runtime call: calls}."""
+    launches = sum(c for name, c in calls.items() if trace_names.is_launch(name))
+    others = {name: round(c / n, 2) for name, c in calls.items() if not trace_names.is_launch(name)}
+    return round(launches / n, 2), others
+
+
+def _said(launches: float, others: dict) -> str:
+    """``1 kernel launch, and 0.5 cudaMemsetAsync (a memset, not a kernel)``."""
+    words = f"{launches:g} kernel launch" + ("" if launches == 1 else "es")
+    extra = [f"{per:g} {name}" + (" (a memset, not a kernel)" if "memset" in name.lower() else "")
+             for name, per in others.items()]
+    return words + (", and " + ", ".join(extra) if extra else "")
 
 
 def linear_chain(t: Tables):
