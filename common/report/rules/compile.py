@@ -99,10 +99,11 @@ def fused_kernels(t: Tables):
                     for n, d, us, c, lane, per, source in rows[:4])
     more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
     whose = "torch.compile's (Inductor)" if t.compile is not None else "named as Inductor names its kernels"
+    weigh = ("; its device time per call is what a hand-written kernel of the same ops competes with (--compare "
+             "this run with one of that kernel)") if any(r[4] == "GPU" for r in rows) else ""
     return Finding("fused_kernels", f"fused kernels, {whose}: {txt}{more}",
-                   "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory; "
-                   "its time per call is what a hand-written kernel of the same ops competes with (--compare this "
-                   "run with one of that kernel)",
+                   "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory"
+                   + weigh,
                    dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), per_call_us=rounded(per),
                                       launched_from=[c for c, _ in source.callers] if source else None, **d)
                                  for n, d, us, c, lane, per, source in rows[:20]], compiled=t.compile is not None))
@@ -111,7 +112,7 @@ def fused_kernels(t: Tables):
 def _per_call(calls: int, lane: str, per_call_us: float, source) -> str:
     """``3x, 62 µs per call on the device (median), launched from the compiled graph (...)``."""
     if lane == "CPU":
-        return f"{calls}x, {fmt_us(per_call_us)} per call on the CPU"
+        return f"{calls}x, {fmt_us(per_call_us)} per call on the CPU (mean)"
     where = f", launched from {source.launched_from}" if source is not None else ""
     return f"{calls}x, {fmt_us(per_call_us)} per call on the device (median){where}"
 
