@@ -77,25 +77,6 @@ def op_children(m: Model, parent_name: str) -> dict:
     return {m.names[i]: int(c) for i, c in zip(ids.tolist(), cnt.tolist())}
 
 
-def runtime_calls_under(m: Model, op_names) -> dict:
-    """Per op name (of those in the trace): ({runtime call name: calls whose innermost enclosing op has
-    that name}, calls of the op); empty when the trace has no runtime call at all."""
-    cpu = m.cpu
-    rt = np.flatnonzero(cpu.kind == RUNTIME)
-    if not rt.size:
-        return {}
-    inner = m.enclosing(rt, (OP,))
-    inner_name = np.where(inner >= 0, cpu.name[np.maximum(inner, 0)], -1)
-    out = {}
-    for op in op_names:
-        if op in m.names:
-            nid = m.names.index(op)
-            ids, counts = np.unique(cpu.name[rt[inner_name == nid]], return_counts=True)
-            out[op] = ({m.names[i]: int(c) for i, c in zip(ids.tolist(), counts.tolist())},
-                       int(((cpu.name == nid) & (cpu.kind == OP)).sum()))
-    return out
-
-
 def mm_add_pairs(m: Model) -> int:
     """aten::mm/matmul/bmm calls followed, under the same parent, by an aten::add call."""
     cpu = m.cpu

@@ -96,47 +96,43 @@ def metadata_only_ops(t: Tables):
 def matmul_dispatch(t: Tables):
     """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm: a
     batched matmul on 3D+ tensors (P1.10: a leading batch axis). Per call, the kernel launches under
-    it, and apart from them what else it calls on the runtime (a memset, an occupancy query)."""
+    it; apart from them, how many calls also made other runtime calls (a memset, a query, a malloc)."""
     kids = t.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
         return None
-    per_call = {op: _runtime_per_call(calls, max(n, 1)) for op, (calls, n) in t.matmul_runtime_calls.items()
-                if kids.get(op)}
+    under = {op: r for op, r in t.matmul_runtime_calls.items() if kids.get(op) and r.calls}
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
     if bmm:
         parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
-    rtxt = ""
-    if per_call:
-        rtxt = "; per call: " + ", ".join(f"{op} {_said(launches, others)}" for op, (launches, others) in per_call.items())
+    rtxt = "".join(f"; {op}: {_runtime_said(r)}" for op, r in under.items())
     if bmm:
-        launches = per_call.get("aten::bmm", (0, {}))[0]
+        launches = under["aten::bmm"].launches / under["aten::bmm"].calls if "aten::bmm" in under else 0
         why = ("one GEMM per batch entry" if not t.has_gpu else
-               f"{launches:g} kernel launch{'' if launches == 1 else 'es'} per call" if launches else "a batched GEMM")
+               f"{launches:.3g} kernel launch{'' if launches == 1 else 'es'} per call" if launches else "a batched GEMM")
         hint = (f"bmm is the batched path ({why}); flatten leading dims to use one big mm when the weights are "
                 "shared")
     else:
         hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
     return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
-                   dict(mm=mm, bmm=bmm, launches_per_call={op: v[0] for op, v in per_call.items()},
-                        other_runtime_calls_per_call={op: v[1] for op, v in per_call.items()}))
+                   dict(mm=mm, bmm=bmm, launches_per_call={op: rounded(r.launches / r.calls, 2) for op, r in under.items()},
+                        other_runtime_calls={op: dict(calls_with_them=r.calls_with_others, by_name=r.others)
+                                             for op, r in under.items() if r.others}))
 
 
-def _runtime_per_call(calls: dict, n: int) -> tuple:
-    """(kernel launches per call, {any other runtime call: per call}) from {runtime call: calls}."""
-    launches = sum(c for name, c in calls.items() if trace_names.is_launch(name))
-    others = {name: round(c / n, 2) for name, c in calls.items() if not trace_names.is_launch(name)}
-    return round(launches / n, 2), others
-
-
-def _said(launches: float, others: dict) -> str:
-    """``1 kernel launch, and 0.5 cudaMemsetAsync (a memset, not a kernel)``."""
-    words = f"{launches:g} kernel launch" + ("" if launches == 1 else "es")
-    extra = [f"{per:g} {name}" + (" (a memset, not a kernel)" if "memset" in name.lower() else "")
-             for name, per in others.items()]
-    return words + (", and " + ", ".join(extra) if extra else "")
+def _runtime_said(r) -> str:
+    """``1 kernel launch per call; 3 of 6 calls also 3 cudaMemsetAsync (memsets, not kernels)``."""
+    per = r.launches / r.calls
+    words = f"{per:.3g} kernel launch{'' if per == 1 else 'es'} per call"
+    if not r.others:
+        return words
+    named = [f"{n} {name}" for name, n in list(r.others.items())[:3]]
+    more = f" and {len(r.others) - 3} other kinds" if len(r.others) > 3 else ""
+    memsets = all("memset" in name.lower() for name in r.others)
+    return (f"{words}; {r.calls_with_others} of {r.calls} calls also made {', '.join(named)}{more}"
+            + (" (memsets, not kernels)" if memsets else ""))
 
 
 def linear_chain(t: Tables):
