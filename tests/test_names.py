@@ -76,6 +76,7 @@ def test_short_name_keeps_anonymous_namespaces():
     ("triton_poi_fused_add_clamp_min_index_put_12", "Triton", ["add", "clamp_min", "index_put"]),
     ("triton_red_fused__log_softmax_0", "Triton", ["_log_softmax"]),
     ("triton_poi_fused_add_copy__0", "Triton", ["add", "copy_"]),
+    ("triton_tem_fused_flex_attention_0", "Triton", ["flex_attention"]),
 ])
 def test_fused_kernel_names_split_into_the_aten_ops_they_list(name, backend, ops):
     """#26.8: Inductor joins the sorted ATen names of what it fused with '_'; a name with underscores

@@ -374,7 +374,7 @@ _WORD = re.compile(r"_*[A-Za-z][A-Za-z0-9]*_?")  # an op name with no underscore
 
 @lru_cache(maxsize=1)
 def _aten_names() -> frozenset:
-    """ATen's op names with an underscore inside (aten_op_names.txt, made from torch's op registry)."""
+    """ATen's op names and higher-order ops with an underscore inside (aten_op_names.txt, from torch)."""
     text = Path(__file__).with_name("aten_op_names.txt").read_text()
     return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
