@@ -105,7 +105,7 @@ def fused_kernels(t: Tables):
                    "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory"
                    + weigh,
                    dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), per_call_us=rounded(per),
-                                      launched_from=[c for c, _ in source.callers] if source else None, **d)
+                                      launched_from=[caller for caller, _ in source.callers] if source else None, **d)
                                  for n, d, us, c, lane, per, source in rows[:20]], compiled=t.compile is not None))
 
 
