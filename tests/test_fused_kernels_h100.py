@@ -112,8 +112,8 @@ def test_matmul_dispatch_counts_launches_and_says_memsets_apart():
     assert f.evidence["other_runtime_calls"] == {
         "aten::bmm": dict(calls_with_them=memsets, by_name={"cudaMemsetAsync": memsets})}
     text = f.message.replace("\n", " ")
-    assert (f"aten::bmm: 1 kernel launch per call; {memsets} of {bmm_calls} calls also made {memsets} "
-            "cudaMemsetAsync (memsets, not kernels)") in text
+    assert (f"per aten::bmm call ({bmm_calls} in all): 1 kernel launch; {memsets} of the {bmm_calls} also made "
+            f"{memsets} cudaMemsetAsync (memsets, not kernels)") in text
     assert "1.5" not in text and "1 kernel launch per call" in f.hint
 
 
@@ -123,4 +123,4 @@ def test_matmul_dispatch_says_which_calls_made_the_one_off_runtime_calls():
     f = finding("p1_64_wait0", "matmul_dispatch")
     other = f.evidence["other_runtime_calls"]["aten::mm"]
     assert other["calls_with_them"] == 1 and other["by_name"]["cudaMalloc"] >= 1
-    assert "aten::mm: 1 kernel launch per call; 1 of 3 calls also made" in f.message.replace("\n", " ")
+    assert "per aten::mm call (3 in all): 1 kernel launch; 1 of the 3 also made" in f.message.replace("\n", " ")

@@ -107,7 +107,7 @@ def matmul_dispatch(t: Tables):
         parts.append(f"aten::mm {mm}x (2D × 2D)")
     if bmm:
         parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
-    rtxt = "".join(f"; {op}: {_runtime_said(r)}" for op, r in under.items())
+    rtxt = "".join(f"; per {op} call ({r.calls} in all): {_runtime_said(r)}" for op, r in under.items())
     if bmm:
         launches = under["aten::bmm"].launches / under["aten::bmm"].calls if "aten::bmm" in under else 0
         why = ("one GEMM per batch entry" if not t.has_gpu else
@@ -123,15 +123,15 @@ def matmul_dispatch(t: Tables):
 
 
 def _runtime_said(r) -> str:
-    """``1 kernel launch per call; 3 of 6 calls also 3 cudaMemsetAsync (memsets, not kernels)``."""
+    """``1 kernel launch; 3 of the 6 also made 3 cudaMemsetAsync (memsets, not kernels)``."""
     per = r.launches / r.calls
-    words = f"{per:.3g} kernel launch{'' if per == 1 else 'es'} per call"
+    words = f"{per:.3g} kernel launch{'' if per == 1 else 'es'}"
     if not r.others:
         return words
     named = [f"{n} {name}" for name, n in list(r.others.items())[:3]]
     more = f" and {len(r.others) - 3} other kinds" if len(r.others) > 3 else ""
     memsets = all("memset" in name.lower() for name in r.others)
-    return (f"{words}; {r.calls_with_others} of {r.calls} calls also made {', '.join(named)}{more}"
+    return (f"{words}; {r.calls_with_others} of the {r.calls} also made {', '.join(named)}{more}"
             + (" (memsets, not kernels)" if memsets else ""))
 
 
