@@ -28,6 +28,8 @@ from common.report.gpus import Gpu
 from common.report.header import Header, header_of
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
+from common.report.kernel_sources import kernel_sources
+from common.report.runtime_calls import runtime_calls_under
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.outside import LaunchedOutside, launched_outside
@@ -69,7 +71,7 @@ class Tables:
     # what particular rules read (:mod:`.aggregates`)
     top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
     op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
-    matmul_runtime_calls: dict  # {aten::mm/bmm: (runtime calls directly under it, its calls)}
+    matmul_runtime_calls: dict  # {aten::mm/bmm: runtime_calls.RuntimeUnder (launches, other runtime calls)}
     mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
     occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
@@ -89,6 +91,7 @@ class Tables:
     launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
     first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
     regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
+    kernel_sources: dict = field(default_factory=dict)  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -145,7 +148,7 @@ def build_tables(m: Model) -> Tables:
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
         gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
         op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
-        matmul_runtime_calls=agg.runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
+        matmul_runtime_calls=runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
         occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
         final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
         kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
@@ -154,7 +157,7 @@ def build_tables(m: Model) -> Tables:
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
         chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
-        first_step=first_step_parts(m), regime=regime_of(m, roofline))
+        first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
 
 
 def _frees(m: Model):

@@ -55,6 +55,7 @@ from common.report.rules import attention, copies, gemm, guess, overhead, phases
 from common.report.rules import memory  # noqa: E402
 from common.report.rules import regime, roofline  # noqa: E402
 from common.report.rules import first_step  # noqa: E402
+from common.report.rules import hand_written  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -88,6 +89,7 @@ RULES: list = [
     compiled.torch_compile,
     compiled.recompiles,
     compiled.fused_kernels,
+    hand_written.hand_written_kernels,
     gemm.gemm_kernels,
     roofline.roofline,
     phases.overhead_bound_phase,

@@ -109,30 +109,45 @@ def metadata_only_ops(t: Tables):
 
 
 def matmul_dispatch(t: Tables):
-    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
-    extra CUDA runtime calls): a batched matmul on 3D+ tensors (P1.10: a leading batch axis)."""
+    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm: a
+    batched matmul on 3D+ tensors (P1.10: a leading batch axis). Per call, the kernel launches under
+    it; apart from them, how many calls also made other runtime calls (a memset, a query, a malloc)."""
     kids = t.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
         return None
-    rt_per = {op: round(float(runtime) / max(calls, 1), 2)
-              for op, (runtime, calls) in t.matmul_runtime_calls.items() if kids.get(op)}
+    under = {op: r for op, r in t.matmul_runtime_calls.items() if kids.get(op) and r.calls}
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
     if bmm:
         parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
-    rtxt = ""
-    if rt_per:
-        rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
+    rtxt = "".join(f"; per {op} call ({r.calls} in all): {_runtime_said(r)}" for op, r in under.items())
     if bmm:
-        why = "cuBLAS does more heuristic work per call" if t.has_gpu else "one GEMM per batch entry"
+        launches = under["aten::bmm"].launches / under["aten::bmm"].calls if "aten::bmm" in under else 0
+        why = ("one GEMM per batch entry" if not t.has_gpu else
+               f"{launches:.3g} kernel launch{'' if launches == 1 else 'es'} per call" if launches else "a batched GEMM")
         hint = (f"bmm is the batched path ({why}): both operands carry the batch axis (aten::matmul folds a 2-D "
                 "second operand into one aten::mm)")
     else:
         hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
     return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
-                   dict(mm=mm, bmm=bmm, runtime_calls_per_call=rt_per))
+                   dict(mm=mm, bmm=bmm, launches_per_call={op: rounded(r.launches / r.calls, 2) for op, r in under.items()},
+                        other_runtime_calls={op: dict(calls_with_them=r.calls_with_others, by_name=r.others)
+                                             for op, r in under.items() if r.others}))
+
+
+def _runtime_said(r) -> str:
+    """``1 kernel launch; 3 of the 6 also made 3 cudaMemsetAsync (memsets, not kernels)``."""
+    per = r.launches / r.calls
+    words = f"{per:.3g} kernel launch{'' if per == 1 else 'es'}"
+    if not r.others:
+        return words
+    named = [f"{n} {name}" for name, n in list(r.others.items())[:3]]
+    more = f" and {len(r.others) - 3} other kinds" if len(r.others) > 3 else ""
+    memsets = all("memset" in name.lower() for name in r.others)
+    return (f"{words}; {r.calls_with_others} of the {r.calls} also made {', '.join(named)}{more}"
+            + (" (memsets, not kernels)" if memsets else ""))
 
 
 def linear_chain(t: Tables):
