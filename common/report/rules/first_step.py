@@ -97,7 +97,7 @@ def first_recorded_step(t: Tables):
         started = "" if (first.number or 0) else " and the profiler starts in it (no schedule step before it)"
         message = (f"{label} is the profiler's first recorded step, not a cold start: {seen}; the workload ran "
                    f"before it ({ran_before(t)}), so its first call's one-time costs fell outside the window; "
-                   f"here each event is recorded for the first time{started}" + (f": {holds}" if holds else "")
+                   f"its extra time comes with the profiler switching to recording at its start{started}" + (f": {holds}" if holds else "")
                    + device_agrees(t))
         hint = ("read the steps after it: every run records its first step wider, warmed up or not; the real "
                 f"cold start is the workload's first call, {where_cold_start_is(t)}")
