@@ -266,7 +266,9 @@ def _efficiency_table(t: Tables, top: int, name_width: int = 70):
     return table
 
 
-def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
+def render(t: Tables, findings: list[Finding], console, top: int = 15, timeline_trace=None) -> None:
+    """The full report; ``timeline_trace``: the annotated copy the findings' timeline commands open
+    (default: the trace read)."""
     from rich.markup import escape
     from rich.panel import Panel
     from rich.table import Table
@@ -311,6 +313,23 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
     _print_roofline(t, console)
     console.print(f"[bold]findings[/] ({len(findings)})")
     console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in t.model.notes]))
+    _print_timeline_commands(t, findings, console, timeline_trace)
+
+
+def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=None) -> None:
+    """Where each finding with spans points, as the command that opens the timeline there: one line
+    each, never wrapped (a command copies whole)."""
+    from rich.markup import escape
+
+    from common.report.timeline_links import timeline_commands
+
+    commands = timeline_commands(t, findings, trace)
+    if not commands:
+        return
+    console.print("[bold]on the timeline[/]: each command opens the trace where its finding points (Perfetto's "
+                  "UI, served from this machine)")
+    for rule, command in commands:
+        console.print(f"  {escape(rule)}: [cyan]{escape(command)}[/]", soft_wrap=True)
 
 
 def _print_roofline(t: Tables, console) -> None:

@@ -37,3 +37,10 @@ def view_command(t: Tables, f: Finding, trace: str | Path | None = None) -> str 
     if window is None:
         return None
     return uv_run("-m", "common.view", Path(trace or t.model.path), "--at", f"{window[0]:.3f},{window[1]:.3f}")
+
+
+def timeline_commands(t: Tables, findings: list[Finding], trace: str | Path | None = None) -> list[tuple[str, str]]:
+    """(rule, command) for every finding with spans, in the findings' order: the report's list of where
+    to look (``trace``: the annotated copy, where the report wrote one, so its Findings track shows)."""
+    commands = ((f.rule, view_command(t, f, trace)) for f in findings)
+    return [(rule, command) for rule, command in commands if command]
