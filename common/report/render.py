@@ -317,19 +317,17 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15, timeline_
 
 
 def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=None) -> None:
-    """Where each finding with spans points, as the command that opens the timeline there: one line
-    each, never wrapped (a command copies whole)."""
+    """Where each finding with spans points, as shell lines that open the timeline there (they copy
+    whole: a path too long for the console folds, nothing else wraps)."""
     from rich.markup import escape
 
-    from common.report.timeline_links import timeline_commands
+    from common.report.timeline_links import timeline_snippet
 
-    commands = timeline_commands(t, findings, trace)
-    if not commands:
-        return
-    console.print("[bold]on the timeline[/]: each command opens the trace where its finding points (Perfetto's "
-                  "UI, served from this machine)")
-    for rule, command in commands:
-        console.print(f"  {escape(rule)}: [cyan]{escape(command)}[/]", soft_wrap=True)
+    lines = timeline_snippet(t, findings, trace, width=console.width - 2)
+    if lines:
+        console.print("[bold]on the timeline[/]: each command opens the trace where its finding points "
+                      "(Perfetto's UI, served from this machine)")
+        console.print(_indented([f"[cyan]{escape(line)}[/]" for line in lines]))
 
 
 def _print_roofline(t: Tables, console) -> None:
