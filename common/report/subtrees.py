@@ -37,7 +37,8 @@ class Subtree:
     self_us: dict = None  # {op name: own time} of the calls themselves (under ``op``) and every op nested in them
     # where they ran (Span, µs from the window's start), for a finding to point at:
     call_spans: tuple = ()  # the calls of ``op``
-    op_spans: dict = field(default_factory=dict)  # {nested op name or ``paths`` key: its calls}
+    op_spans: dict = field(default_factory=dict)  # {nested op name: its calls, at any depth}
+    path_spans: dict = field(default_factory=dict)  # {``paths`` key: its calls}
     device_spans: dict = field(default_factory=dict)  # {device event name: its events}
 
     def per_call(self, name: str) -> float:
@@ -74,7 +75,7 @@ def subtree(m: Model, op: str) -> Subtree | None:
     mine = np.concatenate((outer, nested))
     return Subtree(op, int(calls.size), float(cpu.dur[outer].sum()), ops, paths, ops_us, kernels, kernels_us,
                    dict(launches), _by_name(m, cpu.name[mine], cpu.self_us[mine])[1], _spans(cpu, calls),
-                   {**_spans_by_name(m, cpu, nested), **path_spans}, _spans_by_name(m, dev, launched))
+                   _spans_by_name(m, cpu, nested), path_spans, _spans_by_name(m, dev, launched))
 
 
 def _spans(lane, rows: np.ndarray) -> tuple:
@@ -91,7 +92,7 @@ def _spans_by_name(m: Model, lane, rows: np.ndarray) -> dict:
 
 def _paths(m: Model, nested: np.ndarray, is_call: np.ndarray) -> tuple[dict, dict]:
     """{"child": n, "child > grandchild": n} over the nested ops one or two levels below a call, and
-    {"child > grandchild": (Span, ...)} (a child's spans are its name's)."""
+    their spans by the same keys."""
     cpu, names = m.cpu, m.names
     up = cpu.parent[nested]
     child = nested[(up >= 0) & is_call[np.maximum(up, 0)]]
@@ -100,7 +101,7 @@ def _paths(m: Model, nested: np.ndarray, is_call: np.ndarray) -> tuple[dict, dic
     keys = [names[cpu.name[i]] for i in child.tolist()]
     deeper = [(f"{names[cpu.name[cpu.parent[i]]]} > {names[cpu.name[i]]}", i) for i in nested[grand].tolist()]
     spans = defaultdict(list)
-    for key, i in deeper:
+    for key, i in list(zip(keys, child.tolist())) + deeper:
         spans[key].append(Span(float(cpu.ts[i]), float(cpu.dur[i])))
     keys += [key for key, _ in deeper]
     return dict(Counter(keys).most_common()), {key: tuple(s) for key, s in spans.items()}

@@ -59,7 +59,7 @@ def out_of_place_copy(t: Tables):
                    f"({what}, {_per(clones, s.calls)}, {fmt_us(spent)} in all{share})",
                    f"fill in place ({where}): the copy and the second scores tensor go (Part 3)",
                    dict(calls=s.calls, clones=clones, copy_us=spent, copy_kernels=copies), level="warn",
-                   spans=_spans_of(t, s.op_spans, ["aten::clone"]) + _spans_of(t, s.device_spans, copies))
+                   spans=_spans_of(t, s.path_spans, ["aten::clone"]) + _spans_of(t, s.device_spans, copies))
 
 
 def fp32_upcast(t: Tables):
@@ -86,7 +86,7 @@ def fp32_upcast(t: Tables):
             "cast back)") if casts else "no casts"
     return Finding("fp32_upcast", f"SDPA's math backend computes in fp32: {cast}{gpu}",
                    "a fused backend keeps the 16-bit inputs (--backend flash; on a GPU also efficient, cudnn)",
-                   evidence, level="warn", spans=_spans_of(t, s.op_spans, ["aten::to > aten::_to_copy"])
+                   evidence, level="warn", spans=_spans_of(t, s.path_spans, ["aten::to > aten::_to_copy"])
                    + _spans_of(t, s.device_spans, fp32_gemms))
 
 
@@ -103,7 +103,7 @@ def causal_mask_rebuilt(t: Tables):
                    + ", ".join(f"{op} {_each(n, s.calls)}" for op, n in built.items())
                    + " per call", "the hand-written attention builds its mask once; a fused backend never "
                    "builds it (it skips the masked blocks)", dict(calls=s.calls, ops=built),
-                   spans=_spans_of(t, s.op_spans, built))
+                   spans=_spans_of(t, s.path_spans, built))
 
 
 def safe_softmax(t: Tables):
