@@ -50,7 +50,7 @@ GUESS = guess("attn_fwd", "Part 3: 'a matmul kernel, a mul kernel, an operation 
 @lesson_main
 def main():
     lesson = setup(cli, shape=attention.shape, elements=lambda a: attention.elements(a, scores=3),
-                   matmul_flops=lambda a: attention.flops(a, causal_skips=False), guess=GUESS)
+                   matmul_flops=lambda a: attention.flops(a, causal_skips=True), guess=GUESS)
     args, device, dtype = lesson.args, lesson.device, lesson.dtype
 
     q, k, v = (torch.randn(args.batch, args.heads, args.seq, args.head_dim, device=device, dtype=dtype)

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "tests" / "data" / "traces" / "hta" / "v100_ddp_rank1.json.gz"
 DATA = REPO / "benchmarks" / "data"
-BIG = DATA / "v100_ddp_rank1_x12.json"
+BIG = DATA / "v100_ddp_rank1_x12.json"  # the default big input (--copies 12)
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # events that describe the trace rather than happen in it: kept once, not repeated
@@ -87,11 +87,11 @@ def repeat_trace(src: Path | str, copies: int, dst: Path | str) -> Path:
     dcorr, dext = corr_max + 1, ext_max + 1
     nsteps = (max(steps) - min(steps) + 1) if steps else 0
 
+    from common.output import writing  # the suite's one writer: whole or not at all, never through a link
+
     dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
     enc = json.JSONEncoder(ensure_ascii=False)
-    with open(tmp, "w", encoding="utf-8") as f:
+    with writing([dst], what="the big input", make_folders=True) as (tmp,), open(tmp, "w", encoding="utf-8") as f:
         head = {k: v for k, v in trace.items() if k != "traceEvents"}
         f.write("{\n")
         for k, v in head.items():
@@ -123,18 +123,18 @@ def repeat_trace(src: Path | str, copies: int, dst: Path | str) -> Path:
                 f.write(("" if first else ",\n") + enc.encode(e))
                 first = False
         f.write("\n]\n}\n")
-    os.replace(tmp, dst)
     return dst
 
 
 # ----------------------------------------------------------------------------- measuring
 
 _CHILD = r"""
-import json, os, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, tempfile, time
 mode, path = sys.argv[1], sys.argv[2]
+out = os.path.join(tempfile.mkdtemp(), "report.json")  # the report refuses to write to a device (/dev/null)
 t = time.perf_counter()
 if mode == "report":
-    rc = subprocess.call([sys.executable, "-m", "common.report", "--json", path, "-o", os.devnull])
+    rc = subprocess.call([sys.executable, "-m", "common.report", "--json", path, "-o", out])
 elif mode == "report-rich":
     with open(os.devnull, "w") as null:
         rc = subprocess.call([sys.executable, "-m", "common.report", path], stdout=null, env={**os.environ, "COLUMNS": "200"})
@@ -150,18 +150,19 @@ print(json.dumps({"rc": rc, "wall_s": wall, "peak_rss_mib": resource.getrusage(w
 """
 
 
-def measure(mode: str, path: Path) -> dict:
-    """One run in a fresh process: wall seconds and peak RSS (MiB) of the process doing the work."""
-    out = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path)], cwd=REPO, capture_output=True, text=True,
-                         check=True)
+def measure(mode: str, path: Path, code: Path = REPO) -> dict:
+    """One run in a fresh process: wall seconds and peak RSS (MiB) of the process doing the work; ``code``:
+    the checkout whose report runs (another commit's, unpacked with ``git archive``, to compare)."""
+    out = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path.resolve())], cwd=code, capture_output=True,
+                         text=True, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     if r["rc"] != 0:
         raise SystemExit(f"error: the report failed on {path} (exit {r['rc']})")
     return r
 
 
-def median_of(mode: str, path: Path, runs: int) -> dict:
-    rs = [measure(mode, path) for _ in range(runs)]
+def median_of(mode: str, path: Path, runs: int, code: Path = REPO) -> dict:
+    rs = [measure(mode, path, code) for _ in range(runs)]
     return dict(wall_s=statistics.median(r["wall_s"] for r in rs), peak_rss_mib=statistics.median(r["peak_rss_mib"] for r in rs),
                 runs=[round(r["wall_s"], 2) for r in rs])
 
@@ -169,35 +170,47 @@ def median_of(mode: str, path: Path, runs: int) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="runs per figure; the median is reported (default: 3)")
+    p.add_argument("--copies", type=int, default=12, help="copies of the original in the big input (default: 12)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the big input even if it exists")
     p.add_argument("--skip-json-load", action="store_true", help="do not measure the bare json.load baseline")
+    p.add_argument("--big-only", action="store_true", help="measure the big input only, report --json and json.load")
+    p.add_argument("--baseline", type=Path, action="append", default=[], help="also run the report of this checkout "
+                   "(another commit, unpacked with git archive) on the same input, in the same minutes (repeatable)")
     args = p.parse_args(argv)
     if not SOURCE.exists():
         print(f"error: {SOURCE} not found", file=sys.stderr)
         return 2
-    if args.rebuild or not BIG.exists():
+    big = DATA / f"v100_ddp_rank1_x{args.copies}.json"
+    if args.rebuild or not big.exists():
         t = time.perf_counter()
-        print(f"building {BIG.relative_to(REPO)} (12 copies of {SOURCE.name}) ...", flush=True)
-        repeat_trace(SOURCE, 12, BIG)
-        print(f"  {BIG.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - t:.0f} s", flush=True)
+        print(f"building {big.relative_to(REPO)} ({args.copies} copies of {SOURCE.name}) ...", flush=True)
+        repeat_trace(SOURCE, args.copies, big)
+        print(f"  {big.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - t:.0f} s", flush=True)
 
     from rich.console import Console
     from rich.table import Table
 
+    print(f"load average at the start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)", flush=True)
+    modes = ("report",) + (("report-rich",) if not args.big_only else ()) + \
+        (() if args.skip_json_load else ("json.load",))
     rows = []
-    for label, path in (("big (12x)", BIG), ("original", SOURCE)):
-        size = BIG.stat().st_size if path == BIG else len(gzip.decompress(path.read_bytes()))
-        for mode in ("report", "report-rich") + (() if args.skip_json_load else ("json.load",)):
-            r = median_of(mode, path, args.runs)
-            rows.append((label, f"{size / 1e6:,.0f} MB", mode, r))
-            print(f"{label:10} {mode:12} wall {r['wall_s']:.2f} s  peak RSS {r['peak_rss_mib']:,.0f} MiB  runs {r['runs']}",
+    for label, path in ((f"big ({args.copies}x)", big),) + ((("original", SOURCE),) if not args.big_only else ()):
+        size = big.stat().st_size if path == big else len(gzip.decompress(path.read_bytes()))
+        for mode, code in [(m, REPO) for m in modes] + [("report", b) for b in args.baseline]:
+            r = median_of(mode, path, args.runs, code)
+            what = {"report": "report --json", "report-rich": "report (rich)", "json.load": "bare json.load"}[mode]
+            what += f" ({code.name})" if code != REPO else ""
+            rows.append((label, f"{size / 1e6:,.0f} MB", what, r))
+            print(f"{label:10} {what:24} wall {r['wall_s']:.2f} s  peak RSS {r['peak_rss_mib']:,.0f} MiB  runs {r['runs']}",
                   flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}", flush=True)
     t = Table(title=f"common.report benchmark (median of {args.runs} runs, {os.cpu_count()} CPUs)")
-    for col in ("input", "JSON size", "what", "wall (s)", "peak RSS (MiB)"):
+    for col in ("input", "JSON size", "what", "wall (s)", "of json.load", "peak RSS (MiB)"):
         t.add_column(col, justify="left" if col in ("input", "what") else "right")
-    for label, size, mode, r in rows:
-        what = {"report": "report --json", "report-rich": "report (rich)", "json.load": "bare json.load"}[mode]
-        t.add_row(label, size, what, f"{r['wall_s']:.2f}", f"{r['peak_rss_mib']:,.0f}")
+    for label, size, what, r in rows:
+        load = next((x for x in rows if x[0] == label and x[2] == "bare json.load"), None)
+        share = f"{r['wall_s'] / load[3]['wall_s']:.2f}" if load else "-"
+        t.add_row(label, size, what, f"{r['wall_s']:.2f}", share, f"{r['peak_rss_mib']:,.0f}")
     Console().print(t)
     return 0
 

@@ -41,8 +41,11 @@ def elements(a, scores: float) -> int:
 
 
 def flops(a, causal_skips: bool) -> int:
-    """The two GEMMs of attention, q·kᵀ and attn·v: 2·seq·seq·head_dim each per head. A kernel that
-    skips the masked half of a causal square (flash, efficient, cuDNN) does half of that."""
+    """The two GEMMs of attention, q·kᵀ and attn·v: 2·seq·seq·head_dim each per head; with
+    ``causal_skips``, the unmasked half of the causal square. The lessons count the operation, not the
+    implementation: every variant of Part 3's causal attention (naive, in-place, SDPA's math, efficient,
+    flash, cuDNN, the Hub's) gets the causal half, so their rates rank as their times do (the naive and
+    math GEMMs compute the masked half too; the report's roofline counts that as their GEMMs' own work)."""
     full = 2 * 2 * a.batch * a.heads * a.seq * a.seq * a.head_dim
     return full // 2 if causal_skips else full
 

@@ -8,7 +8,9 @@
   ``terminated``, 143. :func:`quit_on_interrupt` covers a script's imports (nothing is written yet:
   the process leaves at once); :func:`run_command` covers its ``main()``, where the first signal becomes
   an exception (:class:`KeyboardInterrupt`, :class:`Terminated`) so that ``finally`` blocks run and
-  the files being written are removed (:func:`at_interrupt`), and a repeat of it is ignored.
+  the files being written are removed (:func:`at_interrupt`), and a repeat of it is ignored. Inside
+  one long call (a big matmul: Python cannot raise there) :mod:`common.signal_watch` removes the files
+  and leaves from another thread after a second.
 - Standard output that cannot be written (``> /dev/full``, a full disk, EIO): one ``error:`` line,
   exit status 2; a reader that left (``| head``): nothing more is said, exit status 1.
 """
@@ -27,6 +29,7 @@ import time
 from typing import Callable, Iterator, NoReturn
 
 from common.printable import printable
+from common.signal_watch import watching
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
@@ -171,7 +174,8 @@ def raising_on_interrupt() -> Iterator[None]:
     _first_signal_at = _deferred = None
     previous = _install(_raise_once)
     try:
-        yield
+        with watching(_leave_now, busy=lambda: _deferring > 0):  # inside one long op: leave from another thread
+            yield
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old if old is not None else signal.SIG_DFL)

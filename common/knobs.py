@@ -93,13 +93,24 @@ class RunKnobs:
                 profile_memory=bool(raw.get("profile_memory", False)),
                 with_stack=bool(raw.get("with_stack", False)),
                 variants=_variants(raw.get("variants")),
-                matmul_flops_per_step=int(raw["matmul_flops_per_step"]) if raw.get("matmul_flops_per_step") else None,
+                matmul_flops_per_step=_flop_count(raw.get("matmul_flops_per_step")),
                 job=JobKnobs.from_json(raw.get("job")),
                 guess=raw["guess"] if isinstance(raw.get("guess"), dict) else None,
                 cpu=raw["cpu"] if isinstance(raw.get("cpu"), dict) else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             return None
+
+
+MAX_COUNT = 2**63  # a lesson's counts are torch's int64: a value at or past this, or below 1, was not written by one
+
+
+def _flop_count(raw: Any) -> int | None:
+    """matmul_flops_per_step: a positive integer below :data:`MAX_COUNT`, else None (absent or impossible:
+    a negative count, or one so large that no rate divides it)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 1 <= raw < MAX_COUNT:
+        return None
+    return int(raw)
 
 
 def _variants(raw: Any) -> dict[str, str]:

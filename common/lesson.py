@@ -472,6 +472,11 @@ def _quiet_what_the_lesson_explains(args: argparse.Namespace) -> None:
     if args.schedule.warmup == 0:
         # the posts' wait=0, warmup=0 experiment: the first recorded step pays the profiler's start-up
         warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+    if args.schedule.repeat == 1:
+        # torch 2.11 warns that the profiler "clears events at the end of each cycle" every time it starts
+        # (pytorch#180348; later torch warns only when a second cycle clears the first): one cycle clears nothing
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle",
+                                category=UserWarning, module=r"torch\.profiler\.profiler")
     # torch.compile on a machine with a CUDA toolkit but no GPU: the console already says "running on the CPU"
     logging.getLogger("torch.utils.cpp_extension").addFilter(
         lambda record: not record.getMessage().startswith("No CUDA runtime is found"))

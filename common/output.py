@@ -4,8 +4,9 @@ The report's ``-o``, ``--html`` and ``--annotate``, and a lesson's table, trace,
 copy are all written with :func:`writing` (or :func:`write_file`, its one-call form):
 
 - a target must be a regular file or a new name. A folder, a device (``/dev/null``), a FIFO (which
-  would wait for a reader forever), a socket, or a symbolic link to nothing is refused in one line;
-  a symbolic link to a regular file is followed: the file it names is replaced, the link kept;
+  would wait for a reader forever), a socket, or a symbolic link (to a file, a folder or nothing) is
+  refused in one line: an output never writes through a link into a file it does not name
+  (:func:`check_target`, the one check every output goes through);
 - two outputs that are one file (the same path, or the same file through links) are refused
   (:func:`check_targets`);
 - the bytes go to a temporary file with the target's own name in a hidden folder beside it
@@ -52,15 +53,16 @@ def shown(path, flag: str | None = None) -> str:
 
 
 def check_target(path, flag: str | None = None) -> Path:
-    """The file that writing ``path`` replaces: ``path`` itself when it is new or a regular file, the
-    file a symbolic link names (so the link is kept). Anything else is refused in one line."""
-    label = shown(path, flag)
+    """The file that writing ``path`` replaces: ``path`` itself, when it is new or a regular file.
+    Anything else is refused in one line, a symbolic link too (whatever it names: writing through it
+    would replace a file the command line does not name)."""
     p = Path(path)
+    if os.path.islink(p):
+        fail(f"{_link_label(p, flag)}: {_link_refused(p)}")
+    label = shown(path, flag)
     try:
         info = os.stat(p)
     except FileNotFoundError:
-        if os.path.islink(p):
-            fail(f"{label}: a symbolic link to nothing; name a new file or a regular one")
         return p
     except NotADirectoryError:
         fail(f"{label}: cannot write there (a part of the path is a file, not a folder)")
@@ -70,7 +72,31 @@ def check_target(path, flag: str | None = None) -> Path:
         fail(f"{label}: is a directory; name a file")
     if not stat.S_ISREG(info.st_mode):
         fail(f"{label}: {_NOT_REGULAR}")
-    return Path(os.path.realpath(p)) if os.path.islink(p) else p
+    return p
+
+
+def _link_label(link: Path, flag: str | None) -> str:
+    """How an error line names a symbolic link: itself, not the file it names (:func:`shown` resolves)."""
+    from common.commands import display_path
+    from common.printable import printable
+    from common.report.inputs import shorten
+
+    if flag:
+        return shown(link, flag)
+    return shorten(os.path.join(display_path(link.parent), printable(link.name)))
+
+
+def _link_refused(link: Path) -> str:
+    """Why a symbolic link is not written: what it points at, in words."""
+    from common.report.inputs import shorten
+
+    try:
+        to = f"a symbolic link to {shorten(os.readlink(link), 60)}"
+    except OSError:
+        to = "a symbolic link"
+    if not os.path.exists(link):
+        to += " (which does not exist)"
+    return f"{to}; an output is never written through a link: name a new file or a regular one"
 
 
 def identity(path) -> tuple:
@@ -142,7 +168,7 @@ def _disk_full(folder: Path) -> bool:
 
 @dataclass
 class _Pending:
-    final: Path  # the file replaced at commit (a symbolic link resolved)
+    final: Path  # the file replaced at commit
     folder: Path  # the hidden temporary folder beside it
     tmp: Path  # folder / final.name: what the block writes
 

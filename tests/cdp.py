@@ -9,13 +9,13 @@ import base64
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(b)), None)
+from browser import find_browser
+
 OFFLINE_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -41,7 +41,7 @@ class Browser:
     def __init__(self, profile: Path, proxy: int):
         to_browser, self._writer = map(_high, os.pipe())
         self._reader, from_browser = map(_high, os.pipe())
-        command = [BROWSER, *OFFLINE_FLAGS, f"--proxy-server=http://127.0.0.1:{proxy}", f"--user-data-dir={profile}",
+        command = [find_browser(), *OFFLINE_FLAGS, f"--proxy-server=http://127.0.0.1:{proxy}", f"--user-data-dir={profile}",
                    "--remote-debugging-pipe", "about:blank"]
         self.proc = subprocess.Popen(["bash", "-c", f'exec "$@" 3<&{to_browser} 4>&{from_browser}', "bash", *command],
                                      pass_fds=(to_browser, from_browser),

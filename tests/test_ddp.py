@@ -124,32 +124,47 @@ def test_bucket_count_follows_bucket_cap(jobs):
 
 
 def test_straggler_named_and_rank0_waits_about_the_delay(jobs):
+    """What the verdict says follows from the run's own evidence, however busy the machine was: rank 1
+    sleeps at least the delay in every step (idle, in straggler_delay); a named straggler is rank 1, with
+    that annotation's time; "cannot tell" only when the steps show why. On a quiet run (steps that vary by
+    under a tenth of the delay) rank 0 waits about the delay more than without it."""
     baseline = job_json(jobs["buckets"].trace_dir)
     slow = job_json(jobs["straggler"].trace_dir)
-    assert slow["straggler"]["rank"] == 1
-    assert slow["straggler"]["collective"] == "gloo:all_reduce" and slow["straggler"]["issued_in"] == "backward"
-    grew = slow["ranks"][0]["wait_us"] - baseline["ranks"][0]["wait_us"]
-    assert 0.7 * DELAY_MS * 1e3 < grew < 1.5 * DELAY_MS * 1e3, (baseline["ranks"][0], slow["ranks"][0])
-    assert 0.5 * DELAY_MS * 1e3 < slow["ranks"][0]["wait_us"] < 2 * DELAY_MS * 1e3  # about the delay, not 2-4x it
-    assert 0.5 * DELAY_MS * 1e3 < slow["straggler"]["behind_us"] < 2 * DELAY_MS * 1e3
-    assert slow["straggler"]["behind_us"] > slow["step_spread_us"] and slow["straggler_cannot_tell"] is None
+    delay_us = DELAY_MS * 1e3
+    slept = [e["dur"] for e in Trace(rank_files(jobs["straggler"], "straggler-1-50")[1]).named("straggler_delay")]
+    assert len(slept) == 3 and min(slept) >= 0.99 * delay_us, slept
+    assert slow["ranks"][1]["idle_us"] >= 0.99 * delay_us  # its sleep: neither compute nor comm
     for job in (baseline, slow):  # overlapping all-reduces are waited once: within the communication, the step
         for step in (s for r in job["ranks"] for s in r["steps"]):
             assert step["wait_us"] <= step["communication_us"] + 1e-3 and step["wait_us"] <= step["wall_us"] + 1e-3
-    assert slow["ranks"][1]["wait_us"] < 0.2 * DELAY_MS * 1e3  # the straggler itself hardly waits
-    assert slow["ranks"][1]["idle_us"] > 0.8 * DELAY_MS * 1e3  # its sleep: neither compute nor comm
-    # the lesson's own last words say so too (rank 0's console)
-    assert "straggler: rank 1" in jobs["straggler"].stdout
+    named, why = slow["straggler"], slow["straggler_cannot_tell"]
+    if named is None:
+        assert why is not None and ("no more than the ranks' steps vary" in why or "not in every step" in why), why
+        assert "straggler: cannot tell" in " ".join(jobs["straggler"].stdout.split())
+        return
+    assert named["rank"] == 1 and named["own_annotation"] == "straggler_delay"
+    assert named["own_annotation_us"] == pytest.approx(sorted(slept)[1], abs=1.0)  # the median sleep
+    assert named["collective"] == "gloo:all_reduce" and named["issued_in"] == "backward"
+    assert named["behind_us"] > slow["step_spread_us"] and why is None
+    per_step = {r["rank"]: [s["wait_us"] for s in r["steps"]] for r in slow["ranks"]}
+    assert all(w0 > w1 for w0, w1 in zip(per_step[0], per_step[1]))  # rank 0 waited more in every step
+    assert "straggler: rank 1" in jobs["straggler"].stdout  # the lesson's own last words say so too
+    if slow["step_spread_us"] < 0.1 * delay_us and baseline["step_spread_us"] < 0.1 * delay_us:  # a quiet run
+        grew = slow["ranks"][0]["wait_us"] - baseline["ranks"][0]["wait_us"]
+        assert 0.7 * delay_us < grew < 1.5 * delay_us, (baseline["ranks"][0], slow["ranks"][0])
 
 
 def test_report_reads_a_folder_and_its_short_form(jobs):
     folder = jobs["straggler"].trace_dir
     full = report(folder, columns=80)
     assert full.returncode == 0, full.stderr
-    assert "per rank" in full.stdout and "straggler: rank 1" in full.stdout and "#4" in full.stdout
+    verdict = _straggler_line(full.stdout)  # rank 1, or "cannot tell" on a busy machine (the test above)
+    assert "per rank" in full.stdout and verdict.startswith(("straggler: rank 1: ", "straggler: cannot tell: "))
+    assert "#4" in full.stdout
     assert all(len(line) <= 80 and "…" not in line for line in full.stdout.splitlines()), full.stdout
     short = report(*rank_files(jobs["straggler"], "straggler-1-50").values(), "--short")
-    assert short.returncode == 0 and "straggler: rank 1" in short.stdout and "wall time / waiting" not in short.stdout
+    assert short.returncode == 0 and _straggler_line(short.stdout) == verdict
+    assert "wall time / waiting" not in short.stdout
 
 
 def _straggler_line(console: str) -> str:
@@ -161,7 +176,7 @@ def _straggler_line(console: str) -> str:
 def test_each_rank_page_shows_the_jobs_straggler_under_its_steps(jobs):
     """06_ddp.py --html: one page per rank, each with the job report's straggler line under the steps' plot."""
     line = _straggler_line(report(jobs["straggler"].trace_dir, "--short").stdout)
-    assert line.startswith("straggler: rank 1: the other ranks wait")
+    assert line.startswith(("straggler: rank 1: the other ranks wait", "straggler: cannot tell: "))
     for k in (0, 1):
         page = jobs["straggler"].path(f"{TAG}_straggler-1-50_rank{k}.html").read_text()
         assert verdicts_under(page, "breakdown")["straggler"] == line
@@ -320,7 +335,8 @@ def test_gpu_job_waits_straggler_and_overlap(tmp_path):
     assert job["on_gpu"] and job["backend"] == "nccl" and job["overlap_basis"] == "hta"
     r0, r1 = job["ranks"]
     assert [s["wait_us"] for s in r0["steps"]] == [200.0, 200.0, 200.0] and r1["wait_us"] == 0.0
-    assert job["straggler"] == {"rank": 1, "behind_us": 200.0, "collective": "AllReduce", "issued_in": "backward"}
+    assert job["straggler"] == {"rank": 1, "behind_us": 200.0, "collective": "AllReduce", "issued_in": "backward",
+                                "own_annotation": None, "own_annotation_us": None}
     # HTA's overlap, steps #2 and #3 only: 100 µs of the 300 (rank 0) and of the 100 (rank 1) under the GEMM
     assert abs(r0["overlap_pct"] - 100 / 3) < 1e-3 and abs(r1["overlap_pct"] - 100.0) < 1e-3
     step = r0["steps"][0]
@@ -386,8 +402,11 @@ def test_overlapping_collectives_wait_once(tmp_path):
         assert step["wait_us"] <= step["communication_us"] <= step["wall_us"]
     assert [s["wait_us"] for s in r0["steps"]] == [390.0] * 3 and r1["wait_us"] == 0.0
     assert [s["communication_us"] for s in r0["steps"]] == [514.0] * 3  # 510 of gloo, 4 of the first c10d::allreduce_
-    assert job["straggler"]["rank"] == 1 and job["straggler"]["behind_us"] == 390.0
-    assert job["step_spread_us"] == 0.0 and job["straggler_cannot_tell"] is None
+    # rank 1 ran the same ops as fast and was idle 390 µs longer, in no annotation of its own: on a shared CPU
+    # the machine may have kept it from running, so no rank is named (tests/test_ddp_straggler.py)
+    assert job["straggler"] is None and job["step_spread_us"] == 0.0
+    assert job["straggler_cannot_tell"].startswith("the others wait 390 µs per step for rank 1, which ran the same "
+                                                   "ops as every rank (") and "and was idle longer" in job["straggler_cannot_tell"]
 
 
 def test_a_lead_inside_the_step_noise_names_no_straggler(tmp_path):

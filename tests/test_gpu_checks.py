@@ -359,14 +359,24 @@ def test_p3_14_cudnn_occupancy_a_gap_the_footprint_one_block(style):
 def test_p3_15_cudnn_costliest_on_the_cpu_in_the_library(style):
     flash, efficient = attn(style, "sdpa_flash"), attn(style, "sdpa_efficient")
     verdict = claims.cudnn_cpu_cost(attn(style, "sdpa_cudnn"), flash, efficient)
-    assert holds(verdict).startswith("cuDNN the costliest on the CPU per forward (cuDNN ")
-    assert "of it is the self time of scaled_dot_product_attention, _scaled_dot_product_cudnn_attention, " \
-           "_cudnn_attention_forward" in verdict.variant
+    assert "of cuDNN's forward is the own time of scaled_dot_product_attention, _scaled_dot_product_cudnn_attention, " \
+           "_cudnn_attention_forward (flash " in holds(verdict)
+    assert "; cuDNN the costliest on the CPU per forward, as on the posts' A100 (median CPU" in verdict.variant
     assert verdict.evidence.startswith("self time per forward: aten::scaled_dot_product_attention ")
-    fails(claims.cudnn_cpu_cost(T(S.sdpa_fused(style, "cudnn", cpu_us=40.0)), flash, efficient),
-          "cuDNN is not the costliest on the CPU")
+    # cheaper on the CPU than the others: reported, not required (the H100 with torch 2.11 shows it within noise)
+    cheap = claims.cudnn_cpu_cost(T(S.sdpa_fused(style, "cudnn", cpu_us=40.0)), flash, efficient)
+    assert "not cuDNN: the posts' A100 ranking does not hold on this run" in holds(cheap)
     lean = S.sdpa_fused(style, "efficient", cpu_us=400.0)  # CPU time spent outside the SDPA ops' own time
-    fails(claims.cudnn_cpu_cost(T(lean), flash, efficient), "of cuDNN's forward, not most of it")
+    fails(claims.cudnn_cpu_cost(T(lean), flash, efficient),
+          "cuDNN's forward does not spend the largest share of its CPU time in the SDPA ops' own time")
+
+
+def test_p3_15_a_lead_inside_the_steps_spread_cannot_rank():
+    """The H100's medians (cuDNN 90, efficient 89, flash 76 µs) are a 1 µs lead over steps that vary by ±12 µs."""
+    ranking = claims.cpu_ranking(["cuDNN", "efficient", "flash"], {"cuDNN": 90, "efficient": 89, "flash": 76},
+                                 {"cuDNN": 10, "efficient": 12, "flash": 14})
+    assert ranking.endswith("but by 1 µs over efficient, inside the steps' own spread (±12 µs): this run cannot "
+                            "rank the backends' CPU cost")
 
 
 @by_gpu

@@ -242,7 +242,7 @@ def test_claims_doc_names_a_real_test_or_rule_for_each_row():
     for claim in claims.CHECKS:
         assert claim in rows and claims_doc.TEST_RE.findall(rows[claim][1]), claim
     for claim, (what, check, seen_on) in rows.items():
-        assert what and seen_on == "", claim  # the committed doc's "seen on" stays empty
+        assert what and (seen_on != "") == (claim != "P3.17"), claim  # what the lessons' H100 runs showed
         assert set(claims_doc.TEST_RE.findall(check)) <= tests, claim
         for rule, key in claims_doc.RULE_RE.findall(check):
             assert rule in rules and key in BY_KEY, (claim, rule, key)

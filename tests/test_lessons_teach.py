@@ -76,13 +76,19 @@ def test_compiled_runs_never_get_the_compile_advice(runs, key):
 def test_a_cold_run_shows_its_cold_start_in_step_0(runs):
     """--schedule 0,0,20 without --warmup: step #0 is the workload's very first call, the real cold start
     (P1.6); the hint says where the default schedule and --warmup put it. The default schedule's cold run
-    (01_default) has no cold start to show: the first call ran in the unrecorded #0."""
+    (01_default) has no cold start to show: the first call ran in the unrecorded #0. On a busy machine the
+    other steps may vary as much as #0: then the report says it cannot tell, and gives no advice."""
+    out = " ".join(runs["01_cold_sched"].stdout.split())
+    assert "first recorded step #0 is the workload's first call" in out
     f = findings(trace(runs["01_cold_sched"]))
-    cold = f["cold_first_step"]
-    assert cold["evidence"]["first_step"] == "ProfilerStep#0" and cold["evidence"]["warmed_up"] is False
-    assert "wait step" in cold["hint"] and "--warmup" in cold["hint"]
-    assert "cold start: #0 is the workload's first call" in " ".join(runs["01_cold_sched"].stdout.split())
-    assert "first recorded step #0 is the workload's first call" in " ".join(runs["01_cold_sched"].stdout.split())
+    if "cold_first_step" in f:
+        cold = f["cold_first_step"]
+        assert cold["evidence"]["first_step"] == "ProfilerStep#0" and cold["evidence"]["warmed_up"] is False
+        assert "wait step" in cold["hint"] and "--warmup" in cold["hint"]
+        assert "cold start: #0 is the workload's first call" in out
+    else:  # the run's own steps say why: too noisy to tell
+        assert "noisy_steps" in f, sorted(f)
+        assert all("--warmup" not in finding["hint"] for finding in f.values())
     default = findings(trace(runs["01_default"]))
     assert "cold_first_step" not in default and "annotation_gap" not in default
     assert all("--warmup" not in x["hint"] for x in default.values())

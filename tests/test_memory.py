@@ -231,7 +231,7 @@ window.onload = () => {{
 </script></body></html>"""
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run installs it)")
+@pytest.mark.usefixtures("chromium")  # skips without Chromium, fails in CI
 def test_memory_curve_in_a_real_browser(attention_runs, tmp_path):
     """The hand-made trace's page and a real 04_a --profile-memory run's, in one Chromium: each draws the
     curve (an SVG with a size and a drawn line), its peak labelled with the report's peak and inside the

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.report.names import decode_attention, describe_attention, kernel_category, short_name, uses_tensor_cores
+from common.report.names import (decode_attention, decode_fused, describe_attention, describe_fused, kernel_category,
+                                 short_name, uses_tensor_cores)
 
 EFFICIENT = ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
              "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)")
@@ -63,3 +64,30 @@ def test_short_name_keeps_anonymous_namespaces():
     name = ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, "
             "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)")
     assert short_name(name, 60) == "at::native::(anonymous namespace)::cunn_SoftMaxForward<…>()"
+
+
+@pytest.mark.parametrize("name, backend, ops", [
+    ("cpp_fused__scaled_dot_product_flash_attention_for_cpu_0", "C++ (Inductor CPU)",
+     ["_scaled_dot_product_flash_attention_for_cpu"]),
+    ("graph_0_cpp_fused__scaled_dot_product_flash_attention_for_cpu_clone_1", "C++ (Inductor CPU)",
+     ["_scaled_dot_product_flash_attention_for_cpu", "clone"]),
+    ("triton_poi_fused__unsafe_view_gelu_mul_0", "Triton", ["_unsafe_view", "gelu", "mul"]),
+    ("triton_per_fused__to_copy_native_layer_norm_3", "Triton", ["_to_copy", "native_layer_norm"]),
+    ("triton_poi_fused_add_clamp_min_index_put_12", "Triton", ["add", "clamp_min", "index_put"]),
+    ("triton_red_fused__log_softmax_0", "Triton", ["_log_softmax"]),
+    ("triton_poi_fused_add_copy__0", "Triton", ["add", "copy_"]),
+    ("triton_tem_fused_flex_attention_0", "Triton", ["flex_attention"]),
+])
+def test_fused_kernel_names_split_into_the_aten_ops_they_list(name, backend, ops):
+    """#26.8: Inductor joins the sorted ATen names of what it fused with '_'; a name with underscores
+    inside (_scaled_dot_product_flash_attention_for_cpu, native_layer_norm) is one op, not one per word."""
+    d = decode_fused(name)
+    assert (d["backend"], d["ops"]) == (backend, ops)
+    assert describe_fused(d).endswith("fuses " + "+".join(ops))
+
+
+def test_fused_kernel_name_that_does_not_split_is_said_whole():
+    """Names Inductor made from its graph's node names (descriptive_names='inductor_node': mul_1, add_2)
+    split into no sorted list of ATen ops: the report says the name's middle whole, never a guess."""
+    d = decode_fused("triton_poi_fused_mul_1_add_2_0")
+    assert d["ops"] == [] and describe_fused(d) == "Triton, pointwise, fuses the ops named in 'mul_1_add_2'"

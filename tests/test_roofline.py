@@ -121,10 +121,14 @@ def test_cpu_steps_rate_rises_with_size(runs):
     assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * 2048 ** 3
     (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
         small["step_gflops"], big["step_gflops"])
-    assert s_step < 0.8 * s_op and b_step > 0.9 * b_op and b_step > s_step, (s_op, s_step, b_op, b_step)
-    assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] is None
+    # the share of the step that is the matmul's own work: much smaller at 64 than at 2048 (at 2048 the add's
+    # pass over 4M elements and the dispatch are a few percent; a loaded machine moves both runs, not the order)
+    s_share, b_share = s_step / s_op, b_step / b_op
+    assert s_share < 0.8 and b_share > 0.8 and b_share > s_share + 0.1 and b_step > s_step, (s_op, s_step, b_op, b_step)
+    size = {"bf16": 2, "fp16": 2, "fp32": 4}[CPU_DTYPE]
+    assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] == 3 * 64 * 64 * size  # x, w, out
     text = run_module("common.report", trace_of(runs["01_warm"]), env=command_env(COLUMNS="120")).stdout
-    assert "64 (lesson's size)" in text  # the row's words keep their spaces (shapes lose theirs: [64,64])
+    assert re.search(r"GEMMs +x@w ", text)  # the knobs' GEMMs, by name (their shapes: the finding and the JSON)
 
 
 def _page(tmp_path: Path) -> Path:
@@ -154,7 +158,7 @@ document.getElementById("f").onload = () => {{
 </script></body></html>"""
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run installs it)")
+@pytest.mark.usefixtures("chromium")  # skips without Chromium, fails in CI
 def test_roofline_plot_in_a_real_browser(tmp_path):
     page = _page(tmp_path)
     harness = tmp_path / "harness.html"

@@ -122,7 +122,6 @@ def check_output(dest: str | None, inputs: list, flag: str = "-o") -> None:
     its name and contents."""
     if dest is None or dest == STDIN:
         return
-    output.check_target(dest, flag)
     target = output.identity(dest)
     for source in inputs:
         try:
@@ -132,6 +131,7 @@ def check_output(dest: str | None, inputs: list, flag: str = "-o") -> None:
         if ("inode", info.st_dev, info.st_ino) == target:
             what = "standard input" if str(source) == STDIN else f"the trace {shorten(source)}"
             fail(f"{flag} {shorten(dest)}: that is {what} (the same file); name a new file")
+    output.check_target(dest, flag)  # after: a link to an input is named as that input
 
 
 def _outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:

@@ -78,23 +78,6 @@ def op_children(m: Model, parent_name: str) -> dict:
     return {m.names[i]: int(c) for i, c in zip(ids.tolist(), cnt.tolist())}
 
 
-def runtime_calls_under(m: Model, op_names) -> dict:
-    """Per op name (of those in the trace): (runtime calls whose innermost enclosing op has that name,
-    calls of the op); empty when the trace has no runtime call at all."""
-    cpu = m.cpu
-    rt = np.flatnonzero(cpu.kind == RUNTIME)
-    if not rt.size:
-        return {}
-    inner = m.enclosing(rt, (OP,))
-    inner = inner[inner >= 0]
-    out = {}
-    for op in op_names:
-        if op in m.names:
-            nid = m.names.index(op)
-            out[op] = (int((cpu.name[inner] == nid).sum()), int(((cpu.name == nid) & (cpu.kind == OP)).sum()))
-    return out
-
-
 def mm_add_pairs(m: Model) -> int:
     """aten::mm/matmul/bmm calls followed, under the same parent, by an aten::add call."""
     cpu = m.cpu

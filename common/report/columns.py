@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from types import SimpleNamespace
 from typing import Optional
 
 import numpy as np
@@ -66,8 +67,8 @@ for _cats, _group in ((OP_CATS, Group.OP), (ANNOTATION_CATS, Group.ANNOTATION), 
     for _cat in _cats:
         GROUP_OF_CATEGORY[_cat] = _group
 
-MEMORY_FIELDS = ("ts", "tid", "device_type", "device_id", "bytes", "total_allocated", "total_reserved", "addr")
-LAUNCH_ARGS = ("correlation", "grid", "registers", "shared_memory", "blocks_per_sm", "occupancy", "bytes")
+MEMORY_FIELDS = ("ts", "device_type", "device_id", "bytes", "total_allocated", "total_reserved", "addr")
+LAUNCH_ARGS = ("correlation", "grid", "block", "registers", "shared_memory", "blocks_per_sm", "occupancy", "bytes")
 EXACT_ID_LIMIT = 2 ** 53  # ids beyond this are not exact in float64 (and no profiler writes them)
 
 
@@ -94,13 +95,15 @@ class Columns:
     dev_stream: list  # device events: the tid (the stream)
     dev_blocks: np.ndarray  # product of the grid dimensions
     dev_blocks_per_sm: np.ndarray  # the "blocks per SM" argument
+    dev_threads: np.ndarray  # threads per block: product of the block dimensions
     dev_occupancy: np.ndarray  # the "est. achieved occupancy %" argument
     dev_registers: np.ndarray
     dev_shared_memory: np.ndarray
     dev_bytes: np.ndarray
     gpu_annotations: list  # (name, ts, dur) of GPU-lane annotations
     overheads: list  # (name, ts, dur, pid, tid) of the profiler's own overhead events
-    memory: list  # MEMORY_FIELDS per [memory] instant event, in trace order (NaN where a field is absent)
+    memory: np.ndarray  # per [memory] instant event, in trace order, its MEMORY_FIELDS as floats (NaN where absent)
+    memory_tids: list  # per [memory] instant event, its tid as written
     collectives: list  # CollectiveEvent per collective's CPU-side event (gloo:*, nccl:*), in trace order
     dev_msg_bytes: np.ndarray  # device events: a NCCL kernel's message bytes from its own args (NaN: not given)
     ids_out_of_range: int = 0  # correlation ids or pids that are not integers below EXACT_ID_LIMIT
@@ -216,12 +219,13 @@ def extract(events: list, memory: list = ()) -> Columns:
         thread=thread, threads=threads, corr=corr, op_shapes=op_shapes,
         dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(_printable_id, map(attrgetter("tid"), device_events))),
         dev_blocks=grid_product(args["grid"]), dev_blocks_per_sm=float_array(args["blocks_per_sm"]),
+        dev_threads=grid_product(args["block"]),
         dev_occupancy=float_array(args["occupancy"]), dev_registers=float_array(args["registers"]),
         dev_shared_memory=float_array(args["shared_memory"]), dev_bytes=float_array(args["bytes"]),
         gpu_annotations=[(printable(e.name), e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],
         overheads=[(printable(e.name), e.ts, e.dur, _printable_id(e.pid), _printable_id(e.tid))
                    for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
-        memory=[_memory_record(e) for e in memory],
+        **_memory_columns(memory),
         collectives=_collective_events(events, group, name, names),
         dev_msg_bytes=_nccl_kernel_bytes(device_events, group[on_device], name[on_device], names),
         ids_out_of_range=bad_corr + bad_dev_corr + bad_device,
@@ -232,13 +236,33 @@ def extract(events: list, memory: list = ()) -> Columns:
 _NAN = float("nan")
 
 
-def _memory_record(event) -> tuple:
-    """MEMORY_FIELDS of one [memory] event: numbers as floats (NaN where absent), the tid as written."""
-    a = event.args
-    if a is None:
-        return (event.ts, event.tid, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN)
-    return (event.ts, event.tid, *(_NAN if v is None else float(v) for v in (
-        a.device_type, a.device_id, a.bytes, a.total_allocated, a.total_reserved, a.addr)))
+def _memory_columns(memory: list) -> dict:
+    """``memory``: the [memory] events' MEMORY_FIELDS, an (events, fields) array of floats (NaN where absent),
+    read in a pass per field; ``memory_tids``: their tids as written."""
+    args = list(map(attrgetter("args"), memory))
+    if args.count(None):
+        args = [_NO_MEMORY_ARGS if a is None else a for a in args]
+    table = np.empty((len(memory), len(MEMORY_FIELDS)))
+    table[:, 0] = _floats(memory, "ts")
+    for j, field in enumerate(MEMORY_FIELDS[1:], start=1):
+        table[:, j] = _floats(args, field)
+    return dict(memory=table, memory_tids=list(map(attrgetter("tid"), memory)))
+
+
+_NO_MEMORY_ARGS = SimpleNamespace(**dict.fromkeys(MEMORY_FIELDS[1:]))
+
+
+def _floats(items: list, field: str) -> np.ndarray:
+    """The ``field`` of each item as a float (None: NaN; an integer beyond every float: an infinity of its sign)."""
+    try:
+        return np.fromiter(map(attrgetter(field), items), np.float64, len(items))
+    except (TypeError, OverflowError):  # a None, or an integer beyond every float
+        values = list(map(attrgetter(field), items))
+    try:
+        return np.array(values, dtype=np.float64)
+    except OverflowError:
+        return np.array([_NAN if v is None else float(v) if abs(v) < 1e308 else float("inf") * (1 if v > 0 else -1)
+                         for v in values], dtype=np.float64)
 
 
 def _named(names: list, prefixes) -> np.ndarray:

@@ -36,8 +36,9 @@ from common.report.units import fmt_us
 
 # the findings that say what a variant teaches, most specific first
 LESSON_RULES = ("out_of_place_copy", "fp32_upcast", "causal_mask_rebuilt", "safe_softmax", "fused_attention",
-                "guess_vs_seen", "torch_compile", "fused_kernels", "addmm_vs_mm_add", "overhead_bound_phase",
-                "overhead_bound", "compute_bound", "cold_first_step")
+                "guess_vs_seen", "hand_written_kernels", "fused_kernels", "linear_chain", "torch_compile",
+                "overhead_bound_phase", "overhead_bound", "compute_bound", "device_bound", "addmm_vs_mm_add",
+                "cold_first_step")
 SUFFIXES = (".json", ".json.gz")
 # the posts' order: the lessons as the posts run them, and Part 3's SDPA backends as its table lists them
 LESSON_ORDER = ("01_matmul_add", "02_linear", "03_simple_mlp", "03_kernels_mlp", "04_a_naive_attention",

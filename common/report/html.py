@@ -22,7 +22,7 @@ from common.report.units import fmt_us
 TOP = 12  # bars in a top-N plot
 # the findings that judge what a plot shows, printed under it as well as among the findings: the regime
 # (or why it cannot be told) under the steps' breakdown, the steps' noise and a cold first step under the spread
-VERDICTS_UNDER = {"breakdown": ("overhead_bound", "compute_bound", "regime_cannot_tell"),
+VERDICTS_UNDER = {"breakdown": ("overhead_bound", "compute_bound", "device_bound", "regime_cannot_tell"),
                   "spread": ("noisy_steps", "cold_first_step", "first_recorded_step")}
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 980px;

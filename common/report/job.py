@@ -84,6 +84,8 @@ class Straggler:
     behind_us: float  # the other ranks' wait per step (median; their mean) minus its own
     collective: str  # where the others waited most: the collective ...
     issued_in: Optional[str]  # ... and the annotation it was issued in
+    own_annotation: Optional[str] = None  # an annotation only the straggler runs in its steps (a planted delay) ...
+    own_annotation_us: Optional[float] = None  # ... and its time per step (median)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class JobReport:
     straggler: Optional[Straggler]
     step_spread_us: float  # the run's noise: the widest range (max - min) of one rank's step times
     straggler_cannot_tell: Optional[str]  # why no rank is named though one waits least by a tenth of a step
+    # (inside the step-to-step noise, not in every step, or the same ops only slower on a shared CPU)
     notes: tuple[str, ...]
 
     @property

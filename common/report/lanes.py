@@ -48,6 +48,7 @@ class DeviceLane:
     stream: tuple  # the stream (the tid)
     blocks: np.ndarray  # product of the grid dimensions (nan: not given)
     bps: np.ndarray  # the "blocks per SM" argument
+    threads: np.ndarray  # threads per block (nan: not given)
     occ: np.ndarray  # the "est. achieved occupancy %" argument
     regs: np.ndarray  # registers per thread
     smem: np.ndarray  # shared memory

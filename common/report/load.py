@@ -57,6 +57,7 @@ class Args(Struct, gc=False):
 
     correlation: IdOrText = None
     grid: Optional[list] = None
+    block: Optional[list] = None
     registers: Number = msgspec.field(default=None, name="registers per thread")
     shared_memory: Number = msgspec.field(default=None, name="shared memory")
     blocks_per_sm: Number = msgspec.field(default=None, name="blocks per SM")
@@ -474,8 +475,9 @@ def _lenient_args(a) -> Optional[Args]:
         v = a.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             kw[f] = v
-    if isinstance(a.get("grid"), list):
-        kw["grid"] = a["grid"]
+    for f in ("grid", "block"):
+        if isinstance(a.get(f), list):
+            kw[f] = a[f]
     for f, key in (("input_dims", "Input Dims"), ("input_type", "Input type"), ("concrete_inputs", "Concrete Inputs"),
                    ("finished", "finished"), ("msg_nelems", "In msg nelems"), ("msg_dtype", "dtype")):
         if key in a:

@@ -31,7 +31,8 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.memory_ops import OpMemoryRow, device_name, op_memory_table
+from common.report.memory_devices import device_codes
+from common.report.memory_ops import OpMemoryRow, op_memory_table, present
 from common.report.model import ANNOTATION, OP, STEP_RE, Model, innermost_ancestor
 
 CURVE_POINTS = 2000
@@ -99,19 +100,22 @@ class Memory:
 
 
 def memory_of(m: Model) -> Optional[Memory]:
-    """The memory figures of the model; None without [memory] events."""
+    """The memory figures of the model; None without [memory] events on a CPU or GPU. Each figure is a few numpy
+    passes over the events (and over the annotation calls): its cost grows with the trace, not events x calls."""
     mem = m.mem
     if not mem.n:
         return None
-    names = np.array([device_name(t, i) or "" for t, i in zip(mem.device_type.tolist(), mem.device_id.tolist())])
+    codes, names = device_codes(mem.device_type, mem.device_id)
+    if not names:
+        return None
     devices, levels = [], {}
-    for device in sorted(set(names.tolist()) - {""}, key=lambda d: (d == "CPU", d)):
-        rows = np.flatnonzero(names == device)
+    for code in sorted(range(len(names)), key=lambda c: (names[c] == "CPU", names[c])):
+        rows = np.flatnonzero(codes == code)
         level, totals = _allocated(mem.total_allocated[rows], mem.bytes[rows])
-        levels[device] = (rows, level)
-        devices.append(_device_memory(m, device, rows, level, totals))
-    annotations = _annotations(m, names, levels)
-    ops: tuple[OpMemoryRow, ...] = op_memory_table(m)
+        levels[names[code]] = (rows, level)
+        devices.append(_device_memory(m, names[code], rows, level, totals))
+    annotations = _annotations(m, levels)
+    ops: tuple[OpMemoryRow, ...] = op_memory_table(m, (codes, names))
     return Memory(tuple(devices), annotations, ops)
 
 
@@ -143,17 +147,15 @@ def _device_memory(m: Model, device: str, rows: np.ndarray, level: np.ndarray, t
 
 
 def _live_at_end(addr: np.ndarray, nbytes: np.ndarray, inside: np.ndarray, by_end: np.ndarray):
-    """(count, bytes) of the window's allocations whose address no free released by the window's end."""
+    """(count, bytes) of the window's allocations whose address no free released by the window's end: per
+    address, its last allocation or free by then decides."""
     if not np.isfinite(addr[inside]).all():
         return None
-    live: dict = {}
-    for a, b, counted in zip(addr[by_end].tolist(), nbytes[by_end].tolist(), inside[by_end].tolist()):
-        if b > 0:
-            live[a] = b if counted else None
-        elif b < 0:
-            live.pop(a, None)
-    sizes = [b for b in live.values() if b is not None]
-    return len(sizes), int(sum(sizes))
+    events = np.flatnonzero(by_end & (nbytes != 0) & np.isfinite(addr))[::-1]  # latest first
+    _, latest = np.unique(addr[events], return_index=True)
+    last = events[latest]
+    live = last[(nbytes[last] > 0) & inside[last]]
+    return int(live.size), int(nbytes[live].sum())
 
 
 def _curve(ts: np.ndarray, level: np.ndarray) -> tuple:
@@ -165,34 +167,118 @@ def _curve(ts: np.ndarray, level: np.ndarray) -> tuple:
     return tuple(zip(np.round(ts, 3).tolist(), level.astype(np.int64).tolist()))
 
 
-def _annotations(m: Model, device_names: np.ndarray, levels: dict) -> tuple:
+def _annotations(m: Model, levels: dict) -> tuple:
     """Per annotation name and device: the memory events inside its calls (see the module's docstring)."""
-    cpu, mem = m.cpu, m.mem
+    cpu = m.cpu
     w0, w1 = m.window
     phase = m.name_mask(lambda s: not STEP_RE.match(s))[cpu.name]
     calls = np.flatnonzero((cpu.kind == ANNOTATION) & phase & (cpu.ts >= w0) & (cpu.ts <= w1))
     if not calls.size:
         return ()
-    events = np.flatnonzero(mem.thread >= 0)
-    top_op = _top_ops(m, events)
+    _, first = np.unique(cpu.name[calls], return_index=True)
+    name_order = np.argsort(np.argsort(first))  # each distinct name by its first call
+    group = name_order[np.unique(cpu.name[calls], return_inverse=True)[1].reshape(-1)]
+    order = np.lexsort((cpu.ts[calls], group))  # by name, then start (ties: trace order)
+    calls, group = calls[order], group[order]
+    bounds = np.searchsorted(group, np.arange(group.max() + 2))
+    top_op = _top_ops(m)
+    spans = {device: _call_spans(m, calls, rows, level) for device, (rows, level) in levels.items()}
     out = []
-    for name_id in dict.fromkeys(cpu.name[calls].tolist()):
-        mine = calls[cpu.name[calls] == name_id]
-        mine = mine[np.argsort(cpu.ts[mine], kind="stable")]
-        for device, (rows, level) in levels.items():
-            row = _annotation_memory(m, m.names[name_id], device, mine, rows, level, top_op)
+    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        for device, span in spans.items():
+            row = _annotation_memory(m, device, span, top_op, start, stop)
             if row is not None:
                 out.append(row)
     return tuple(out)
 
 
-def _top_ops(m: Model, events: np.ndarray) -> dict:
-    """Per memory event (index), the op directly under an annotation that encloses it, by the event's
-    innermost op on its thread: {event: op name}; events outside every op are left out."""
+@dataclass(frozen=True)
+class _CallSpans:
+    """One device's memory events inside each annotation call: call i's are ``events[lo[i]:hi[i]]``."""
+
+    calls: np.ndarray  # CPU-lane indices of the calls
+    events: np.ndarray  # the device's events (memory-lane indices), by thread, then time
+    nbytes: np.ndarray  # int64, per entry of ``events``
+    lo: np.ndarray
+    hi: np.ndarray
+    allocations: np.ndarray  # per call: how many allocations
+    allocated: np.ndarray  # per call: their bytes
+    net: np.ndarray  # per call: allocated less freed
+    at_end: np.ndarray  # per call: the device's allocated level after its last event before the call's end
+
+
+def _call_spans(m: Model, calls: np.ndarray, rows: np.ndarray, level: np.ndarray) -> _CallSpans:
+    """Each call's events on its own thread with start <= ts < end, found by binary search per thread."""
     cpu, mem = m.cpu, m.mem
+    by_thread = np.argsort(mem.thread[rows], kind="stable")  # rows are by time: by thread, then time
+    events, thread, ts = rows[by_thread], mem.thread[rows][by_thread], mem.ts[rows][by_thread]
+    lo, hi = np.zeros(calls.size, dtype=np.int64), np.zeros(calls.size, dtype=np.int64)
+    for t in present(cpu.thread[calls]).tolist():
+        first, last = np.searchsorted(thread, t, "left"), np.searchsorted(thread, t, "right")
+        mine = cpu.thread[calls] == t
+        lo[mine] = first + np.searchsorted(ts[first:last], cpu.ts[calls[mine]], "left")
+        hi[mine] = first + np.searchsorted(ts[first:last], cpu.end[calls[mine]], "left")
+    hi = np.maximum(hi, lo)
+    nbytes = np.nan_to_num(mem.bytes[events]).astype(np.int64)
+    before_end = np.searchsorted(mem.ts[rows], cpu.end[calls], "left") - 1  # rows by time, every thread
+    at_end = np.where(before_end >= 0, level[np.maximum(before_end, 0)], 0).astype(np.int64)
+
+    def per_call(values):  # prefix sums wrap around on overflow, and their differences stay exact
+        prefix = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+        return prefix[hi] - prefix[lo]
+
+    return _CallSpans(calls, events, nbytes, lo, hi, per_call((nbytes > 0).astype(np.int64)),
+                      per_call(np.maximum(nbytes, 0)), per_call(nbytes), at_end)
+
+
+def _annotation_memory(m: Model, device: str, span: _CallSpans, top_op: np.ndarray, start: int,
+                       stop: int) -> Optional[AnnotationMemory]:
+    """The row of the calls ``start:stop`` (one name, by start) on ``device``; None if they allocate nothing."""
+    calls, n = span.calls[start:stop], stop - start
+    allocations = span.allocations[start:stop]
+    if not allocations.sum():
+        return None
+    lo, hi = span.lo[start:stop], span.hi[start:stop]
+    lengths = hi - lo
+    # every (call, event) pair, calls by start, each call's events by time
+    at = np.arange(lengths.sum()) + np.repeat(lo - (np.cumsum(lengths) - lengths), lengths)
+    at = at[span.nbytes[at] > 0]
+    sizes, ops = span.nbytes[at], top_op[span.events[at]]
+    sizes_seen, counts = np.unique(sizes, return_counts=True)
+    largest_sizes = tuple((int(b), float(c) / n) for b, c in zip(sizes_seen[::-1][:LARGEST_SIZES].tolist(),
+                                                                 counts[::-1][:LARGEST_SIZES].tolist()))
+    return AnnotationMemory(
+        name=m.names[m.cpu.name[calls[0]]], device=device, calls=n, allocations_per_call=float(allocations.mean()),
+        allocated_bytes_per_call=float(np.mean(span.allocated[start:stop])),
+        net_bytes_per_call=float(np.mean(span.net[start:stop])), largest_allocation_bytes=largest_sizes[0][0],
+        largest_sizes=largest_sizes, ops=_op_allocations(m, ops, sizes, n),
+        allocated_bytes_of_calls=tuple(span.allocated[start:stop].tolist()),
+        allocated_at_call_end_bytes=tuple(span.at_end[start:stop].tolist()),
+        step_of_calls=tuple(m.cpu.step[calls].tolist()))
+
+
+def _op_allocations(m: Model, ops: np.ndarray, sizes: np.ndarray, n: int) -> tuple:
+    """The TOP_OPS ops by bytes allocated (ties: the first to allocate), from each allocation's op (-1: none)."""
+    found, first, which = np.unique(ops, return_index=True, return_inverse=True)
+    which = which.reshape(-1)
+    count = np.bincount(which, minlength=found.size)
+    total = np.zeros(found.size, dtype=np.int64)
+    np.add.at(total, which, sizes)
+    largest = np.full(found.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(largest, which, sizes)
+    top = np.lexsort((first, -total))[:TOP_OPS]
+    return tuple(OpAllocation(m.names[found[k]] if found[k] >= 0 else "(no op)", int(count[k]) / n,
+                              int(total[k]) / n, int(largest[k])) for k in top.tolist())
+
+
+def _top_ops(m: Model) -> np.ndarray:
+    """Per memory event, the name (id) of the op directly under an annotation that encloses it, by the event's
+    innermost op on its thread (-1: outside every op, or on a thread with no CPU event)."""
+    cpu, mem = m.cpu, m.mem
+    events = np.flatnonzero(mem.thread >= 0)
     ops = np.flatnonzero(cpu.kind == OP)
-    out = {}
-    for thread in np.unique(mem.thread[events]).tolist():
+    out = np.full(mem.n, -1, dtype=np.int64)
+    for thread in present(mem.thread[events]).tolist():
         mine = ops[cpu.thread[ops] == thread]
         rec = events[mem.thread[events] == thread]
         if not mine.size:
@@ -211,41 +297,5 @@ def _top_ops(m: Model, events: np.ndarray) -> dict:
             if not todo.any():
                 break
             current[todo] = above[todo]
-        for e, op in zip(rec.tolist(), current.tolist()):
-            if op >= 0:
-                out[e] = m.names[cpu.name[op]]
+        out[rec] = np.where(current >= 0, cpu.name[np.maximum(current, 0)], -1)
     return out
-
-
-def _annotation_memory(m: Model, name: str, device: str, calls: np.ndarray, rows: np.ndarray, level: np.ndarray,
-                       top_op: dict) -> Optional[AnnotationMemory]:
-    cpu, mem = m.cpu, m.mem
-    ts, thread, nbytes = mem.ts[rows], mem.thread[rows], np.nan_to_num(mem.bytes[rows])
-    per_call, ends, sizes, by_op = [], [], [], {}
-    for c in calls.tolist():
-        inside = np.flatnonzero((thread == cpu.thread[c]) & (ts >= cpu.ts[c]) & (ts < cpu.end[c]))
-        b = nbytes[inside]
-        per_call.append((int((b > 0).sum()), int(b[b > 0].sum()), int(b.sum())))
-        sizes.append(b[b > 0])
-        before_end = np.searchsorted(ts, cpu.end[c], side="left") - 1
-        ends.append(int(level[before_end]) if before_end >= 0 else 0)
-        for i in inside[b > 0].tolist():
-            op = top_op.get(int(rows[i]), "(no op)")
-            count, total, largest = by_op.get(op, (0, 0, 0))
-            by_op[op] = (count + 1, total + int(nbytes[i]), max(largest, int(nbytes[i])))
-    n = len(per_call)
-    allocations = np.array([p[0] for p in per_call])
-    if not allocations.sum():
-        return None
-    every = np.concatenate(sizes)
-    sizes_seen, counts = np.unique(every, return_counts=True)
-    largest_sizes = tuple((int(b), float(c) / n) for b, c in zip(sizes_seen[::-1][:LARGEST_SIZES].tolist(),
-                                                                 counts[::-1][:LARGEST_SIZES].tolist()))
-    ops = tuple(OpAllocation(op, count / n, total / n, big)
-                for op, (count, total, big) in sorted(by_op.items(), key=lambda kv: -kv[1][1])[:TOP_OPS])
-    return AnnotationMemory(
-        name=name, device=device, calls=n, allocations_per_call=float(allocations.mean()),
-        allocated_bytes_per_call=float(np.mean([p[1] for p in per_call])),
-        net_bytes_per_call=float(np.mean([p[2] for p in per_call])), largest_allocation_bytes=largest_sizes[0][0],
-        largest_sizes=largest_sizes, ops=ops, allocated_bytes_of_calls=tuple(p[1] for p in per_call),
-        allocated_at_call_end_bytes=tuple(ends), step_of_calls=tuple(cpu.step[calls].tolist()))

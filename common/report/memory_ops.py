@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.report.memory_devices import device_codes
 from common.report.model import ANNOTATION, OP, Model
 
 NOT_OPERATORS = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
@@ -63,17 +64,9 @@ class OpMemoryRow:
     self_allocation_bytes: int
 
 
-def device_name(device_type: float, device_id: float) -> str | None:
-    """The plugin's name of a device: CPU, GPU<id>; None for another device type."""
-    if device_type == 0:
-        return "CPU"
-    if device_type == 1 and np.isfinite(device_id):
-        return f"GPU{int(device_id)}"
-    return None
-
-
-def op_memory_table(m: Model) -> tuple[OpMemoryRow, ...]:
-    """The plugin's per-operator memory rows, every device, by self allocation size (then name)."""
+def op_memory_table(m: Model, devices: tuple | None = None) -> tuple[OpMemoryRow, ...]:
+    """The plugin's per-operator memory rows, every device, by self allocation size (then name); ``devices``:
+    :func:`~.memory_devices.device_codes` of the memory events, where already known."""
     mem, cpu = m.mem, m.cpu
     if not mem.n or not cpu.n:
         return ()
@@ -91,13 +84,25 @@ def op_memory_table(m: Model) -> tuple[OpMemoryRow, ...]:
     innermost = _innermost_nodes(m, node, parent)
     processed = _with_ancestors(innermost[innermost >= 0], parent, cpu.n)
     owner = np.where((innermost >= 0) & operator[np.maximum(innermost, 0)], rep[np.maximum(innermost, 0)], -1)
+    codes, device_names = devices or device_codes(mem.device_type, mem.device_id)
     rows = []
-    for device in sorted({d for d in map(device_name, mem.device_type.tolist(), mem.device_id.tolist()) if d}):
-        on_device = np.array([device_name(t, i) == device for t, i in zip(mem.device_type.tolist(),
-                                                                          mem.device_id.tolist())])
+    for code, device in enumerate(device_names):
+        on_device = codes == code
         rows += _device_rows(device, owner[on_device], mem.bytes[on_device], parent, rep, node, operator,
                              processed, cpu.name, cpu.depth, names)
     return tuple(sorted(rows, key=lambda r: (r.device, -r.self_allocation_bytes, r.name)))
+
+
+def present(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an array of small non-negative integers (indices, depths, threads), sorted: one
+    pass (``np.unique`` hashes or sorts)."""
+    return np.flatnonzero(np.bincount(values)) if values.size else values.astype(np.int64)
+
+
+def by_depth(idx: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
+    """``idx`` (ascending) in groups of one depth each, shallowest first, each group in ascending order."""
+    idx = idx[np.argsort(depth[idx], kind="stable")]
+    return np.split(idx, np.flatnonzero(np.diff(depth[idx])) + 1) if idx.size else []
 
 
 def _node_parents(parent: np.ndarray, node: np.ndarray, max_depth: int) -> np.ndarray:
@@ -117,8 +122,7 @@ def _merged(parent: np.ndarray, node: np.ndarray, operator_type: np.ndarray, nam
     rep = np.arange(parent.size)
     has_parent = node & (parent >= 0)
     children = np.bincount(parent[has_parent], minlength=parent.size)
-    for level in np.unique(depth[has_parent]).tolist():  # parents before children
-        c = np.flatnonzero(has_parent & (depth == level))
+    for c in by_depth(np.flatnonzero(has_parent), depth):  # parents before children
         p = parent[c]
         one = (children[p] == 1) & (name[c] == name[p]) & operator_type[c] & operator_type[p]
         rep[c[one]] = rep[p[one]]
@@ -130,7 +134,7 @@ def _innermost_nodes(m: Model, node: np.ndarray, parent: np.ndarray) -> np.ndarr
     mem, cpu = m.mem, m.cpu
     out = np.full(mem.n, -1, dtype=np.int64)
     nodes = np.flatnonzero(node)  # in lane order: by thread, then start (longest first)
-    for thread in np.unique(mem.thread[mem.thread >= 0]).tolist():
+    for thread in present(mem.thread[mem.thread >= 0]).tolist():
         mine = nodes[cpu.thread[nodes] == thread]
         records = np.flatnonzero(mem.thread == thread)
         if not mine.size:
@@ -150,7 +154,7 @@ def _innermost_nodes(m: Model, node: np.ndarray, parent: np.ndarray) -> np.ndarr
 def _with_ancestors(idx: np.ndarray, parent: np.ndarray, n: int) -> np.ndarray:
     """A mask of ``idx`` and every ancestor of theirs."""
     marked = np.zeros(n, dtype=bool)
-    current = np.unique(idx)
+    current = present(idx)
     while current.size:
         current = current[~marked[current]]
         marked[current] = True
@@ -171,19 +175,17 @@ def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, parent: np.
     total = own.copy()
     standing = node & (rep == np.arange(n))  # the nodes left once the only children of their name are merged
     merged_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
-    for level in sorted(np.unique(depth[standing & (merged_parent >= 0)]).tolist(), reverse=True):
-        c = np.flatnonzero(standing & (merged_parent >= 0) & (depth == level))  # children after their parents
-        np.add.at(total, (slice(None), merged_parent[c]), total[:, c])
+    for c in by_depth(np.flatnonzero(standing & (merged_parent >= 0)), depth)[::-1]:  # children, then parents
+        for figure in total:
+            np.add.at(figure, merged_parent[c], figure[c])
     walked = standing & operator & ((merged_parent < 0) | processed[np.maximum(merged_parent, 0)])
     calls = np.bincount(name[walked], minlength=len(names))
-    by_name = {}
-    for i in np.flatnonzero(standing & operator).tolist():
-        sums = by_name.setdefault(int(name[i]), np.zeros(6))
-        sums[:3] += own[:, i]
-        sums[3:] += total[:, i]
+    ops = np.flatnonzero(standing & operator)
+    by_name = np.array([np.bincount(name[ops], weights=figure[ops], minlength=len(names))
+                        for figure in (*own, *total)])  # self increase, count, size; the same with the children
     rows = []
-    for k, (inc, count, size, inc_all, count_all, size_all) in by_name.items():
-        if inc or count or size or inc_all or count_all or size_all:
-            rows.append(OpMemoryRow(device, names[k], int(calls[k]), int(inc_all), int(inc), int(count_all), int(count),
-                                    int(size_all), int(size)))
+    for k in np.flatnonzero((by_name != 0).any(axis=0)).tolist():
+        inc, count, size, inc_all, count_all, size_all = by_name[:, k].tolist()
+        rows.append(OpMemoryRow(device, names[k], int(calls[k]), int(inc_all), int(inc), int(count_all), int(count),
+                                int(size_all), int(size)))
     return rows

@@ -26,7 +26,9 @@ from common.report.columns import Columns, Group
 from common.report.inputs import shorten
 from common.report.lanes import CpuLane, DeviceLane, MemoryLane
 from common.report.load import Loaded
+from common.report.memory_plausible import drop_implausible_memory
 from common.report.plausible import drop_impossible, sane_device_properties
+from common.report.plausible_rates import drop_impossible_shapes
 
 # CPU event kinds (``m.cpu.kind``)
 OP, ANNOTATION, RUNTIME, PYTHON = 0, 1, 2, 3
@@ -112,11 +114,13 @@ def build(loaded: Loaded) -> Model:
     :func:`common.report.tables.build_tables`)."""
     _tick("model")
     columns, notes = drop_impossible(loaded.columns)
+    columns, shape_notes = drop_impossible_shapes(columns)
     steps, t0, t1, source, step_notes = _host_steps(columns, loaded.path)
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
     dev = _device_lane(columns, t0, cpu, steps, devices)
-    mem = _memory_lane(columns.memory, t0, cpu)
+    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu),
+                                                devices, t0)
     names = tuple(columns.names)
     gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)
     overheads = tuple((n, ts - t0, dur, pid, tid) for n, ts, dur, pid, tid in columns.overheads)
@@ -127,7 +131,8 @@ def build(loaded: Loaded) -> Model:
     model = Model(
         path=printable(loaded.path), size_bytes=loaded.size_bytes, file_bytes=loaded.file_bytes,
         n_events=loaded.n_events - drawn, meta=loaded.meta, knobs=loaded.knobs,
-        notes=tuple(loaded.notes) + tuple(notes + step_notes + tree_notes + device_notes + drawn_notes), t0=t0,
+        notes=tuple(loaded.notes) + tuple(notes + shape_notes + step_notes + tree_notes + device_notes + drawn_notes)
+        + tuple(memory_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,
         gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
     )
@@ -309,24 +314,23 @@ def _device_lane(c: Columns, t0: float, cpu: CpuLane, steps, devices: dict) -> D
     outside = _launched_outside(c.dev_corr, launch, cpu)
     return DeviceLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=ts + dur, name=name, corr=c.dev_corr,
                       device=c.dev_device, stream=tuple(c.dev_stream), blocks=c.dev_blocks, bps=c.dev_blocks_per_sm,
+                      threads=c.dev_threads,
                       occ=c.dev_occupancy, regs=c.dev_registers, smem=c.dev_shared_memory, bytes=c.dev_bytes,
                       launch=launch, op=_launching_ops(launch, cpu), category=_categories(kind, name, c.names, launch, cpu),
                       step=_device_steps(steps, ts, launch, outside, cpu), outside=outside,
                       blocks_per_sm=_blocks_per_sm(c.dev_device, c.dev_blocks, c.dev_blocks_per_sm, devices))
 
 
-def _memory_lane(records: list, t0: float, cpu: CpuLane) -> MemoryLane:
+def _memory_lane(table: np.ndarray, tids: list, t0: float, cpu: CpuLane) -> MemoryLane:
     """The [memory] events by time (stable), their times relative to t0 and their threads as CPU-lane indices."""
-    if not records:
+    if not tids:
         empty = np.empty(0)
         return MemoryLane(0, empty, np.empty(0, np.int64), *(empty,) * 6)
-    ts, tids, *numbers = zip(*records)
-    ts = np.array(ts, dtype=np.float64)
-    order = np.argsort(ts, kind="stable")
+    order = np.argsort(table[:, 0], kind="stable")
     index = {str(tid): i for i, tid in enumerate(cpu.threads)}  # old traces write the ops' tid as text
-    thread = np.array([index.get(str(tid), -1) for tid in tids], dtype=np.int64)
-    columns = [np.array(values, dtype=np.float64)[order] for values in numbers]
-    return MemoryLane(len(records), ts[order] - t0, thread[order], *columns)
+    thread_of = {tid: index.get(str(tid), -1) for tid in dict.fromkeys(tids)}
+    thread = np.fromiter(map(thread_of.__getitem__, tids), np.int64, len(tids))
+    return MemoryLane(len(tids), table[order, 0] - t0, thread[order], *(table[order, j] for j in range(1, 7)))
 
 
 def _blocks_per_sm(device: np.ndarray, blocks: np.ndarray, bps: np.ndarray, devices: dict) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 
 from common.report.short_names import short_name  # noqa: F401  (the names' readers import it from here)
 
@@ -367,44 +368,42 @@ def describe_attention(d: dict) -> str:
 
 # ----------------------------------------------------------------------------- Inductor names
 
-# ATen op names with underscores that a fused kernel name may carry (longest match wins)
-_MULTI = sorted({
-    "unsafe_view", "native_layer_norm", "native_batch_norm_legit_functional", "native_batch_norm_legit",
-    "native_batch_norm", "native_group_norm", "native_dropout", "log_softmax", "index_put", "index_select",
-    "embedding_dense_backward", "convolution_backward", "threshold_backward", "gelu_backward",
-    "silu_backward", "sigmoid_backward", "tanh_backward", "new_zeros", "new_empty", "new_ones",
-    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "to_copy",
-    "as_strided", "scatter_add", "slice_scatter", "select_scatter", "constant_pad_nd", "clamp_min",
-    "clamp_max", "var_mean", "split_with_sizes", "bitwise_and", "bitwise_or", "logical_not",
-    "logical_and", "masked_fill", "scaled_dot_product_attention", "max_pool2d_with_indices",
-    "avg_pool2d", "adaptive_avg_pool2d", "native_layer_norm_backward", "mse_loss", "nll_loss",
-    "nll_loss_forward", "softmax_backward_data", "log_softmax_backward_data", "sum_to_size",
-    "rsub", "index_add",
-}, key=lambda s: -s.count("_"))
-_MULTI_TOKENS = [tuple(s.split("_")) for s in _MULTI]
 _FUSED = re.compile(r"^(?:graph_\d+_)?(triton_(poi|red|per|tem|for)_|cpp_)?fused_(.*?)(?:_(\d+))?$")
+_WORD = re.compile(r"_*[A-Za-z][A-Za-z0-9]*_?")  # an op name with no underscore inside (gelu, _softmax, copy_)
 
 
-def _split_ops(body: str) -> list[str]:
-    tokens = body.split("_")
-    ops: list[str] = []
-    i = 0
-    while i < len(tokens):
-        prefix = ""
-        while i < len(tokens) and tokens[i] == "":  # a leading underscore: _unsafe_view
-            prefix += "_"
-            i += 1
-        if i >= len(tokens):
-            break
-        for multi in _MULTI_TOKENS:
-            if tuple(tokens[i:i + len(multi)]) == multi:
-                ops.append(prefix + "_".join(multi))
-                i += len(multi)
-                break
-        else:
-            ops.append(prefix + tokens[i])
-            i += 1
-    return [op for op in ops if op and not op.isdigit()]
+@lru_cache(maxsize=1)
+def _aten_names() -> frozenset:
+    """ATen's op names and higher-order ops with an underscore inside (aten_op_names.txt, from torch)."""
+    text = Path(__file__).with_name("aten_op_names.txt").read_text()
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def split_fused_ops(body: str) -> list[str] | None:
+    """The ATen ops a fused kernel's name lists: Inductor joins the sorted names of the ops it fused
+    with '_' (``_unsafe_view_gelu_mul`` -> _unsafe_view, gelu, mul;
+    ``_scaled_dot_product_flash_attention_for_cpu`` -> that one op). Each part is an ATen name with
+    underscores or one word, the parts in sorted order, the fewest parts; None where no split is sorted
+    (names Inductor made otherwise, such as its graph's node names ``mul_1``)."""
+    cuts = [i for i, c in enumerate(body) if c == "_"] + [len(body)]
+    known = _aten_names()
+
+    @lru_cache(maxsize=None)
+    def fewest(start: int, last: str) -> tuple | None:
+        if start >= len(body):
+            return ()
+        best = None
+        for end in (c for c in reversed(cuts) if c > start):  # longest first
+            part = body[start:end]
+            if part <= last or not (part in known or _WORD.fullmatch(part)):
+                continue
+            rest = fewest(end + 1, part)
+            if rest is not None and (best is None or len(rest) + 1 < len(best)):
+                best = (part,) + rest
+        return best
+
+    ops = fewest(0, "")
+    return list(ops) if ops else None
 
 
 @lru_cache(maxsize=None)
@@ -421,11 +420,14 @@ def decode_fused(name: str) -> dict | None:
     backend = "Triton" if kind else "C++ (Inductor CPU)"
     what = {"poi": "pointwise", "red": "reduction", "per": "persistent reduction", "tem": "template",
             "for": "foreach", None: "fused loop"}[kind]
-    return {"backend": backend, "kind": what, "ops": _split_ops(m.group(3)), "index": m.group(4)}
+    ops = split_fused_ops(m.group(3))
+    return {"backend": backend, "kind": what, "ops": ops or [], "index": m.group(4), "fused_name": m.group(3)}
 
 
 def describe_fused(d: dict) -> str:
-    return f"{d['backend']}, {d['kind']}, fuses {'+'.join(d['ops']) or '?'}"
+    """``Triton, pointwise, fuses _unsafe_view+gelu+mul``; the name's middle whole where it does not split."""
+    fuses = "+".join(d["ops"]) if d["ops"] else f"the ops named in '{d['fused_name']}'"
+    return f"{d['backend']}, {d['kind']}, fuses {fuses}"
 
 
 # ----------------------------------------------------------------------------- op names

@@ -33,6 +33,7 @@ class GpuNumbers:
     launches_correlated: int
     streams: int
     comm_comp_overlap_pct: Optional[float] = None  # HolisticTraceAnalysis's (:mod:`.overlap`); None without NCCL kernels
+    busy_exact_us: Optional[float] = None  # busy_us's events without HTA's rounding to whole µs
 
 
 @dataclass(frozen=True)

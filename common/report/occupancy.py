@@ -61,6 +61,46 @@ class Footprint:
                 f"{self.warps} of {self.max_warps} warps ({self.occupancy:.1f} %)")
 
 
+def of_launch(registers: float, threads: float, shared: float, blocks: float, props: dict) -> "Footprint | str":
+    """:func:`footprint` from a kernel event's numbers as the model keeps them (floats, NaN where the
+    event lacks one): registers per thread, threads per block, shared memory per block, grid blocks."""
+    def whole(x: float) -> Optional[int]:
+        return int(x) if x == x and float(x).is_integer() else None  # NaN != NaN
+
+    block = whole(threads)
+    grid = whole(blocks)
+    return footprint(whole(registers), [block, 1, 1] if block else None, whole(shared),
+                     [grid, 1, 1] if grid else None, props)
+
+
+KINETO_SHARED_LIMIT_NOTE = (
+    "Kineto's estimate runs CUDA's occupancy calculator with the default limit of shared memory per block "
+    "(sharedMemPerBlock, 48 KB) and not the kernel's opt-in to more, so a kernel whose block uses more "
+    "fits no block there and reads 0 %")
+
+
+def kineto_reads_zero(f: "Footprint") -> bool:
+    """Whether Kineto's ``est. achieved occupancy %`` of this launch is 0 by its own calculator's limit:
+    the block asks for more shared memory (with CUDA's 1 KB reserve on sm_80+) than sharedMemPerBlock."""
+    return f.shared > f.shared_per_block_limit
+
+
+def occupancy_caption(kernels) -> str:
+    """What the footprint column is, and, where Kineto's occupancy reads 0 for a kernel whose footprint
+    fits blocks, why (``kernels``: rows with ``est_achieved_occupancy_pct``, ``footprint_occupancy_pct``,
+    ``kineto_shared_limit``)."""
+    text = ("occupancy: Kineto's estimate; footprint: theoretical occupancy, the blocks that fit on one SM "
+            "by registers, shared memory and threads (as Nsight Compute's)")
+    zero = [k for k in kernels if k.kineto_shared_limit and not k.est_achieved_occupancy_pct
+            and k.footprint_occupancy_pct]
+    if zero:
+        text += (f". {len(zero)} kernel(s) here read 0 % from Kineto with a footprint of "
+                 f"{', '.join(f'{k.footprint_occupancy_pct:g} %' for k in zero[:4])}: their blocks use over "
+                 "48 KB of shared memory, and " + KINETO_SHARED_LIMIT_NOTE.split(", so ")[0].replace(
+                     "Kineto's estimate runs", "Kineto runs") + ": 0 is its calculator's limit, not the kernel's")
+    return text
+
+
 def _prop(props: dict, *names: str) -> Optional[int]:
     for n in names:
         value = props.get(n)

@@ -38,15 +38,57 @@ def kernel_types(m: Model) -> np.ndarray:
     return by_name[m.dev.name]
 
 
-def hta_selection(m: Model) -> np.ndarray:
-    """The device events HTA keeps: launched by a correlated runtime call before the last step starts
-    (every device event when the trace has one step or none)."""
+def hta_selection(m: Model, include_last_step: bool = False) -> np.ndarray:
+    """The device events HTA keeps (``Trace._filter_irrelevant_gpu_kernels``): launched by a correlated
+    runtime call in the trace before the last step starts (HTA's default), or before it ends
+    (``include_last_profiler_step=True``); so work launched before the trace (the warm-up step's
+    kernels still running) is left out. Every device event when the trace has one step or none."""
     dev = m.dev
     if m.window_source != "ProfilerStep" or len(m.steps) < 2:
         return np.ones(dev.n, dtype=bool)
     launch = dev.launch
     when = m.cpu.ts[np.maximum(launch, 0)]
-    return (launch >= 0) & (when < m.steps[-1].start)
+    last = m.steps[-1]
+    return (launch >= 0) & ((when <= last.end) if include_last_step else (when < last.start))
+
+
+def exact_busy(m: Model) -> float:
+    """The busy time of the events :func:`hta_busy_span` keeps, without HTA's rounding (µs)."""
+    keep = hta_selection(m, include_last_step=True)
+    return Intervals(m.dev.ts[keep], m.dev.end[keep]).total if keep.any() else 0.0
+
+
+def hta_busy_span(m: Model, among: np.ndarray | None = None) -> tuple[float, float]:
+    """HTA's ``get_temporal_breakdown`` with ``include_last_profiler_step=True`` (the figures
+    ``/work/shared/traces/ORACLE.md`` and ``tests/test_report.py`` check): the busy time of the device
+    events it keeps (:func:`hta_selection`, and ``among`` where given) and the span of all it keeps,
+    first start to last end (µs). As HTA's parser does (``round_down_time_stamps``), each event is
+    first rounded inward to whole microseconds of the trace's clock (start up, end down; a sub-µs
+    event can end before it starts), then merged as HTA's ``merge_kernel_intervals`` merges: on a
+    trace with nanosecond times HTA's idle is a little above the exact one, and so is this."""
+    keep = hta_selection(m, include_last_step=True)
+    if not keep.any():
+        return 0.0, 0.0
+    start = np.ceil(m.t0 + m.dev.ts) - m.t0
+    end = np.floor(m.t0 + m.dev.end) - m.t0
+    span = float(end[keep].max() - start[keep].min())
+    if among is not None:
+        keep = keep & among
+    return _hta_merged_length(start[keep], end[keep]), span
+
+
+def _hta_merged_length(start: np.ndarray, end: np.ndarray) -> float:
+    """HTA's ``merge_kernel_intervals``, then the sum of end - start: an interval joins the group before
+    it when it starts no later than the latest end so far; each group runs from its least start to its
+    greatest end (an inverted interval alone counts negative, as in HTA)."""
+    if not start.size:
+        return 0.0
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    new_group = np.concatenate(([True], start[1:] > np.maximum.accumulate(end)[:-1]))
+    first = np.minimum.reduceat(start, np.flatnonzero(new_group))
+    last = np.maximum.reduceat(end, np.flatnonzero(new_group))
+    return float((last - first).sum())
 
 
 def intersection(a: Intervals, b: Intervals) -> Intervals:

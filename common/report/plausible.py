@@ -9,6 +9,7 @@ dropped, so that every number the report prints comes from values a profiler cou
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import compress
 
 import numpy as np
 
@@ -21,6 +22,7 @@ MAX_SMS = 100_000  # SMs (or compute units) of one device
 ARG_RANGES = {"dev_occupancy": (0.0, 100.0, "est. achieved occupancy %"),
               "dev_blocks_per_sm": (0.0, 1e9, "blocks per SM"),
               "dev_blocks": (1.0, 1e15, "grid"),
+              "dev_threads": (1.0, 1e6, "block"),
               "dev_registers": (0.0, 1e6, "registers per thread"),
               "dev_shared_memory": (0.0, 1e12, "shared memory"),
               "dev_bytes": (0.0, 1e15, "bytes")}
@@ -32,7 +34,7 @@ def drop_impossible(columns: Columns) -> tuple[Columns, list[str]]:
     bad_time = ~np.isfinite(columns.ts) | ~np.isfinite(columns.dur) | (np.abs(columns.ts) > MAX_ABS_TS_US) | \
         (columns.dur > MAX_EVENT_US)
     bad_side_lanes = sum(not _plausible(e[1], e[2]) for e in [*columns.gpu_annotations, *columns.overheads]) + \
-        sum(not _plausible(e[0], 0.0) for e in columns.memory)
+        int(_bad_time(columns.memory[:, 0]).sum())
     if bad_time.any() or bad_side_lanes:
         notes.append(f"dropped {int(bad_time.sum()) + bad_side_lanes:,} event(s) whose time cannot be true (not a number, or a "
                      f"duration over a week)")
@@ -68,12 +70,19 @@ def _keep_events(columns: Columns, keep: np.ndarray) -> Columns:
         dev_corr=columns.dev_corr[keep_device], dev_device=columns.dev_device[keep_device],
         dev_stream=[columns.dev_stream[i] for i in device_rows],
         dev_blocks=columns.dev_blocks[keep_device], dev_blocks_per_sm=columns.dev_blocks_per_sm[keep_device],
+        dev_threads=columns.dev_threads[keep_device],
         dev_occupancy=columns.dev_occupancy[keep_device], dev_registers=columns.dev_registers[keep_device],
         dev_shared_memory=columns.dev_shared_memory[keep_device], dev_bytes=columns.dev_bytes[keep_device],
         gpu_annotations=[a for a in columns.gpu_annotations if _plausible(a[1], a[2])],
         overheads=[o for o in columns.overheads if _plausible(o[1], o[2])],
-        memory=[r for r in columns.memory if _plausible(r[0], 0.0)],
+        memory=columns.memory[~_bad_time(columns.memory[:, 0])],
+        memory_tids=list(compress(columns.memory_tids, ~_bad_time(columns.memory[:, 0]))),
     )
+
+
+def _bad_time(ts: np.ndarray) -> np.ndarray:
+    """Per instant event, whether its time cannot be true (``_plausible`` for a whole column)."""
+    return ~np.isfinite(ts) | (np.abs(ts) > MAX_ABS_TS_US)
 
 
 def _plausible(ts: float, dur: float) -> bool:

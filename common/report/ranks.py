@@ -20,10 +20,9 @@ Per rank and profiled step (times in µs, over the ProfilerStep's span):
   all-reduce while the next one is issued), so a step's wait is the union of those waiting
   intervals inside the step, never their sum: it never exceeds the step's communication, nor the step.
 
-Across ranks: the straggler, the rank the others wait for (the least waiting, when the others
-wait at least a tenth of a step more, and more than the ranks' steps vary from step to step:
-otherwise "cannot tell", and why), by how much, and where (the collective and the annotation it
-was issued in). Per rank, the communication/computation overlap on HolisticTraceAnalysis's
+Across ranks: the straggler, the rank the others wait for (:mod:`.straggler` says when the run can
+name one, and otherwise why it cannot tell), by how much, and where (the collective and the
+annotation it was issued in). Per rank, the communication/computation overlap on HolisticTraceAnalysis's
 definition (``get_comm_comp_overlap``): the share of communication-kernel time that runs while a
 computation kernel runs. As HTA does: kernels are typed by name (communication ``nccl...Kernel``;
 memory ``Memcpy``/``Memset``/``dma``; neither computation nor communication when the name holds
@@ -49,13 +48,11 @@ from common.report.inputs import DEFAULT_MAX_BYTES
 from common.report.intervals import Intervals
 from common.report.job_files import RankFile, check_one_job, rank_file
 from common.report.load import load
-from common.report.model import ANNOTATION, OP, STEP_RE, Model, build
+from common.report.model import ANNOTATION, OP, Model, build
 from common.report.overlap import intersection, kernel_types
+from common.report.straggler import RankWork, judge, step_spread, top_annotations, work_of
 from common.report.tables import Tables, build_tables
-from common.report.units import fmt_us
 
-STRAGGLER_SHARE = 0.10  # the others wait at least this share of a step more than the straggler
-STRAGGLER_MIN_US = 50.0
 CPU_COMM_OPS = ("c10d::", "record_param_comms") + GPU_COLLECTIVE_PREFIXES + CPU_COLLECTIVE_PREFIXES  # not compute
 _COLLECTIVE_NAME = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 
@@ -82,6 +79,7 @@ class RankTrace:
     spans: tuple[tuple[float, float], ...]  # each step's (start, end), on the collectives' clock
     collectives: tuple[Collective, ...]
     overlap_pct: Optional[float]  # HTA's comm/comp overlap (GPU), or its CPU analogue
+    work: RankWork  # its ops and top-level annotations per step (what the straggler verdict compares)
 
 
 def _lanes(t: Tables, f: RankFile) -> tuple[Intervals, Intervals, Intervals]:
@@ -119,18 +117,6 @@ def _step_times(t: Tables, f: RankFile) -> tuple[tuple[StepTimes, ...], Optional
     return steps, (100.0 * both.covered(w0, w1) / comm_in if comm_in > 0 else None)
 
 
-def _top_annotations(m: Model):
-    """The annotations right under each ProfilerStep (forward, backward, ...): (starts, ends, names)."""
-    cpu = m.cpu
-    is_step = m.name_mask(lambda s: bool(STEP_RE.match(s)))
-    parent = cpu.parent
-    top = (cpu.kind == ANNOTATION) & (parent >= 0)
-    top &= is_step[cpu.name[np.maximum(parent, 0)]] & ~is_step[cpu.name]
-    idx = np.flatnonzero(top)
-    idx = idx[np.argsort(cpu.ts[idx], kind="stable")]
-    return cpu.ts[idx], cpu.end[idx], [m.names[i] for i in cpu.name[idx].tolist()]
-
-
 def _issued_in(tops, times: np.ndarray) -> list[Optional[str]]:
     starts, ends, names = tops
     i = np.searchsorted(starts, times, side="right") - 1
@@ -138,7 +124,7 @@ def _issued_in(tops, times: np.ndarray) -> list[Optional[str]]:
 
 
 def _collectives(m: Model, f: RankFile) -> tuple[Collective, ...]:
-    tops = _top_annotations(m)
+    tops = top_annotations(m)
     if m.has_gpu:
         dev = m.dev
         rows = np.flatnonzero(kernel_types(m) == 0)
@@ -166,7 +152,7 @@ def _short_name(kernel: str) -> str:
 def rank_trace(t: Tables, f: RankFile) -> RankTrace:
     steps, pct = _step_times(t, f)
     spans = tuple((s.start, s.end) for s in t.model.steps)
-    return RankTrace(f, t.has_gpu, steps, spans, _collectives(t.model, f), pct)
+    return RankTrace(f, t.has_gpu, steps, spans, _collectives(t.model, f), pct, work_of(t.model))
 
 
 # ----------------------------------------------------------------------------- the job
@@ -241,51 +227,20 @@ def _summary(t: RankTrace, waits: list[Optional[float]]) -> RankSummary:
                        med("overlap_us"), med("idle_us"), med("wait_us"), t.overlap_pct, rows, _counts(t))
 
 
-def step_spread(ranks: list[RankSummary]) -> tuple[float, Optional[RankSummary]]:
-    """The run's step-to-step noise: the widest range of one rank's step times, and that rank."""
-    widths = [(max(s.wall_us for s in r.steps) - min(s.wall_us for s in r.steps), r) for r in ranks if r.steps]
-    return max(widths, key=lambda w: w[0]) if widths else (0.0, None)
-
-
-def _lead(ranks: list[RankSummary]) -> Optional[tuple[int, float, float]]:
-    """The rank that waits least, how much less the others wait (their mean wait minus its own), and
-    the least lead that counts (a tenth of a step); None with one rank."""
-    if len(ranks) < 2:
-        return None
-    slow = min(range(len(ranks)), key=lambda i: ranks[i].wait_us)
-    behind = statistics.fmean(r.wait_us for i, r in enumerate(ranks) if i != slow) - ranks[slow].wait_us
-    step = statistics.median(r.step_us for r in ranks)
-    return slow, behind, max(STRAGGLER_SHARE * step, STRAGGLER_MIN_US)
-
-
-def _cannot_tell(ranks: list[RankSummary]) -> Optional[str]:
-    """Why the run cannot say which rank the others wait for, if any: the least-waiting rank's lead is
-    no more than the ranks' steps vary from step to step, and that variation is itself as wide as
-    a lead that would count (a quiet run with a small lead has no straggler)."""
-    lead = _lead(ranks)
-    spread, widest = step_spread(ranks)
-    if lead is None or lead[1] > max(lead[2], spread) or spread < lead[2]:
-        return None
-    slow, behind, _ = lead
-    low, high = (f(s.wall_us for s in widest.steps) for f in (min, max))
-    return (f"the others wait {fmt_us(behind)} per step more than rank {ranks[slow].rank}, no more than the ranks' "
-            f"steps vary from step to step ({fmt_us(spread)}: rank {widest.rank}'s steps take {fmt_us(low)} to "
-            f"{fmt_us(high)})")
-
-
-def _straggler(traces: list[RankTrace], waits: list[list[float]], ranks: list[RankSummary]) -> Optional[Straggler]:
-    """The rank the others wait for, when its lead is beyond the run's step-to-step noise."""
-    lead = _lead(ranks)
-    if lead is None or lead[1] < lead[2] or _cannot_tell(ranks) is not None:
-        return None
-    slow, behind, _ = lead
+def _straggler(traces: list[RankTrace], waits: list[list[float]], ranks: list[RankSummary]):
+    """The straggler (:mod:`.straggler` decides), where the others waited for it, or why none is named."""
+    verdict = judge(ranks, [t.work for t in traces], any(t.on_gpu for t in traces))
+    if verdict.lead is None:
+        return None, verdict.cannot_tell
+    slow = verdict.lead.slow
     where: Counter = Counter()
     for i, (t, w) in enumerate(zip(traces, waits)):
         if i != slow:
             for c, wait in zip(t.collectives, w):
                 where[(c.name, c.issued_in)] += wait or 0.0
     (name, issued_in), _ = where.most_common(1)[0]
-    return Straggler(ranks[slow].rank, behind, name, issued_in)
+    return Straggler(ranks[slow].rank, verdict.lead.behind_us, name, issued_in, verdict.annotation,
+                     verdict.annotation_us), None
 
 
 def job_report(traces: list[RankTrace]) -> JobReport:
@@ -297,6 +252,7 @@ def job_report(traces: list[RankTrace]) -> JobReport:
         notes.append("the ranks profiled different steps: collectives are compared step by step where both have them")
     first = traces[0].file
     on_gpu = any(t.on_gpu for t in traces)
+    straggler, cannot_tell = _straggler(traces, waits, ranks)
     if not any(t.collectives for t in traces):
         notes.append("no collectives in these traces (no NCCL kernels, no gloo events): nothing to wait in")
     if not on_gpu and any(c.bytes is None for t in traces for c in t.collectives):
@@ -304,8 +260,8 @@ def job_report(traces: list[RankTrace]) -> JobReport:
     return JobReport(
         paths=tuple(str(t.file.path) for t in traces), world_size=first.world_size or len(traces),
         backend=first.backend, on_gpu=on_gpu, tag=first.tag, overlap_basis="hta" if on_gpu else "cpu",
-        ranks=tuple(ranks), straggler=_straggler(traces, waits, ranks), step_spread_us=step_spread(ranks)[0],
-        straggler_cannot_tell=_cannot_tell(ranks), notes=tuple(notes))
+        ranks=tuple(ranks), straggler=straggler, step_spread_us=step_spread(ranks)[0],
+        straggler_cannot_tell=cannot_tell, notes=tuple(notes))
 
 
 def read_rank(path: Path, parallel: bool = False, max_bytes: int | None = None) -> RankTrace:

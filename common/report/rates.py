@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Optional
 
+HUGE = 1e6  # a value this many of its largest unit (an impossible one, flagged) is written 1.23e+45, not in 46 digits
+
 
 def _scaled(x: float, units: tuple) -> str:
     for scale, unit in units:
         if abs(x) >= scale:
             value = x / scale
-            return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+            return f"{value:,.0f} {unit}" if 100 <= value < HUGE else f"{value:.3g} {unit}"
     return f"{x:.3g} {units[-1][1]}" if x else f"0 {units[-1][1]}"
 
 
@@ -46,7 +48,7 @@ def fmt_pct(x: Optional[float]) -> str:
     """A share: two significant digits below 1% (``0.031%``), one decimal above."""
     if x is None:
         return "n/a"
-    return f"{x:.2g}%" if x < 1 else f"{x:.1f}%"
+    return f"{x:.2g}%" if x < 1 else f"{x:.1f}%" if x < HUGE else f"{x:.3g}%"
 
 
 def compact(x: Optional[float]) -> str:
@@ -54,6 +56,8 @@ def compact(x: Optional[float]) -> str:
     if x is None:
         return "n/a"
     x = float(x)
+    if abs(x) >= 1e18:  # past P: an impossible value (flagged), written short so that the table keeps its width
+        return f"{x:.0e}".replace("e+", "e")
     for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
             value = x / scale

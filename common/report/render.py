@@ -12,6 +12,7 @@ from pathlib import Path
 from common.commands import display_path, uv_run
 from common.report import names as trace_names
 from common.report.model import BREAKDOWN_KEYS
+from common.report.occupancy import occupancy_caption
 from common.report.render_memory import memory_json, render_memory, short_line
 from common.report.tables import Tables
 from common.report.render_guess import guess_table
@@ -91,13 +92,37 @@ def header_lines(t: Tables) -> list[str]:
     return [f"[bold]{escape(display_path(t.model.path))}[/]"] + [escape(x) for x in header_facts(t)]
 
 
+ROUNDING_SHOWN_FROM = 0.1  # HTA's rounding to whole µs is worth a word when it moves busy time this much
+
+
+def _unrounded(g) -> str:
+    """Where HTA's rounding of each event to whole µs moves its busy time much (kernels of a few µs), the
+    exact figure beside it."""
+    exact = g.busy_exact_us
+    if not exact or not g.span_us or abs(exact - g.busy_us) < ROUNDING_SHOWN_FROM * exact:
+        return ""
+    return (f" (HTA rounds each event inward to whole µs; unrounded: busy {fmt_us(exact)}, idle "
+            f"{100 * (g.span_us - exact) / g.span_us:.2f}%)")
+
+
+def _kineto_zero(t: Tables) -> str:
+    """Where Kineto's occupancy reads 0 for a kernel by its 48 KB limit, a pointer to the footprint's."""
+    zero = [k for k in t.kernels if k.kineto_shared_limit and not k.est_achieved_occupancy_pct]
+    if not zero:
+        return ""
+    share = sum(k.share_pct for k in zero)
+    return (f" (Kineto reads 0 for kernels over 48 KB of shared memory per block, {share:.0f}% of kernel "
+            "time here: the launch estimates' footprint column has theirs)")
+
+
 def headline_lines(t: Tables) -> list[str]:
     """The headline numbers in plain text, one line each."""
     g, c, d = t.numbers.gpu, t.numbers.cpu, t.numbers.device
     out = []
     if t.has_gpu:
         out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
-                   f"HTA: busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, idle {g.idle_pct:.2f}%")
+                   f"HTA (last step included): busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, "
+                   f"idle {g.idle_pct:.2f}%" + _unrounded(g))
     overlap = g.comm_comp_overlap_pct
     if overlap is not None:
         out.append(f"communication kernels {fmt_us(g.communication_us)}; {overlap:.1f}% of their time overlaps "
@@ -113,7 +138,7 @@ def headline_lines(t: Tables) -> list[str]:
     if e.gpu_utilization_pct is not None:
         out.append(f"TensorBoard{_aligned_words(t)}: GPU utilization {_pct(e.gpu_utilization_pct)}, "
                    f"Est. SM efficiency {_pct(e.est_sm_efficiency_pct)}, "
-                   f"Est. achieved occupancy {_pct(e.est_achieved_occupancy_pct)}")
+                   f"Est. achieved occupancy {_pct(e.est_achieved_occupancy_pct)}" + _kineto_zero(t))
     if e.kernel_weighted_sm_efficiency_pct is not None:
         out.append(f"per kernel time: SM efficiency {_pct(e.kernel_weighted_sm_efficiency_pct)} (not "
                    f"TensorBoard's), mean blocks/SM {e.mean_blocks_per_sm:.2f}, tensor-core kernel time "
@@ -256,13 +281,14 @@ def _efficiency_table(t: Tables, top: int, name_width: int = 70):
 
     pct = lambda v: f"{v:.0f}%" if v is not None else "-"  # noqa: E731
     table = Table(title="launch estimates (TensorBoard's, from the kernel events' arguments)")
-    for col in ("kernel", "SM efficiency", "occupancy", "blocks/SM"):
+    for col in ("kernel", "SM efficiency", "occupancy", "footprint", "blocks/SM"):
         table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
                      min_width=24 if col == "kernel" else None, overflow="fold")
     for k in t.kernels[:top]:
         bps = k.mean_blocks_per_sm
         table.add_row(escape(trace_names.short_name(k.name, name_width)), pct(k.est_sm_efficiency_pct),
-                  pct(k.est_achieved_occupancy_pct), f"{bps:.2f}" if bps is not None else "-")
+                  pct(k.est_achieved_occupancy_pct), pct(k.footprint_occupancy_pct), f"{bps:.2f}" if bps is not None else "-")
+    table.caption = escape(occupancy_caption(t.kernels[:top]))
     return table
 
 
@@ -351,7 +377,7 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
     guessed = guess_table(t)
     if guessed is not None:
         console.print(guessed)
-    if t.memory is not None:
+    if short_line(t):
         console.print("  " + escape(short_line(t)))
     shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
     # the evidence, without the hints: the full report has those

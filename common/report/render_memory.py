@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from common.report.memory_plausible import LEFT_OUT
 from common.report.tables import Tables
 
 OP_ROWS = 8
@@ -44,9 +45,10 @@ def device_line(d) -> str:
 
 
 def short_line(t: Tables) -> str:
-    """The short report's one line: each device's peak and the window's allocations."""
+    """The short report's one line: each device's peak and the window's allocations; where the memory view was
+    left out for an impossible number (:mod:`.memory_plausible`), the note that says so ("" without either)."""
     if t.memory is None:
-        return ""
+        return next((n for n in t.model.notes if n.startswith(LEFT_OUT)), "")
     return "memory: " + "; ".join(f"{d.device} peak {fmt_bytes(d.peak_allocated_bytes)}"
                                   f"{' (reconstructed)' if d.totals == 'reconstructed' else ''}, "
                                   f"{d.allocations_in_window:,} allocations in the window" for d in t.memory.devices)

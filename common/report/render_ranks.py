@@ -77,7 +77,16 @@ def straggler_line(job: JobReport) -> str:
     share = job.straggler_share_pct
     return (f"[yellow]straggler: rank {s.rank}[/]: the other ranks wait {fmt_us(s.behind_us)} per step for it "
             + (f"({share:.0f}% of a step, beyond the {fmt_us(job.step_spread_us)} the steps vary), "
-               if share is not None else "") + f"in {where}")
+               if share is not None else "") + f"in {where}" + _own_annotation(s))
+
+
+def _own_annotation(s) -> str:
+    """What the straggler runs that the others do not (06_ddp.py --straggler: its straggler_delay)."""
+    if s.own_annotation is None:
+        return ""
+    beyond = s.behind_us - s.own_annotation_us
+    return (f"; rank {s.rank}'s own {escape(s.own_annotation)} takes {fmt_us(s.own_annotation_us)} per step"
+            + (f" (the wait is {fmt_us(beyond)} more than that)" if beyond > 0.5 * s.own_annotation_us else ""))
 
 
 def straggler_text(job: JobReport) -> str:

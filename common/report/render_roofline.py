@@ -8,14 +8,23 @@ from typing import Optional
 
 from common.report.plots import WIDTH_IN, Plot, load_pyplot, to_svg
 from common.report.rates import compact, fmt_pct, fmt_tflops
-from common.report.roofline import KNOBS_OP, Roofline, row_json
+from common.report.knob_work import ATTENTION, GEMMS
+from common.report.roofline import KNOB_ROWS, Roofline, row_json
 
 HEAD = ("op", "shape", "calls", "FLOP", "bytes", "FLOP/B", "FLOP/s", "B/s", "% peak", "bound")
 TOP = 12
 
 
+KNOB_LABELS = {GEMMS: "GEMMs", ATTENTION: "attn"}
+
+
 def _short(op: str) -> str:
-    return op.removeprefix("aten::")
+    return KNOB_LABELS.get(op, "per step") if op in KNOB_ROWS else op.removeprefix("aten::")
+
+
+def _names_only(shape: str) -> str:
+    """The knobs' GEMMs by name only (``q@k.T, scores@v``): their shapes are in the finding and the JSON."""
+    return ", ".join(part.split(" ")[0] for part in shape.split(", "))
 
 
 def table_rows(r: Roofline) -> list[list[str]]:
@@ -23,21 +32,28 @@ def table_rows(r: Roofline) -> list[list[str]]:
     out = []
     for j in r.rows[:TOP]:
         row = j.row
-        shape = row.shape if row.op == KNOBS_OP else row.shape.replace(" ", "")  # "[64, 64]" -> "[64,64]"; words stay
-        out.append([_short(row.op) if row.op != KNOBS_OP else "per step", shape, f"{row.calls:,}",
+        shape = (_names_only(row.shape) if row.op == GEMMS else row.shape if row.op in KNOB_ROWS
+                 else row.shape.replace(" ", ""))  # "[64, 64]" -> "[64,64]"; words stay
+        out.append([_short(row.op), shape, f"{row.calls:,}",
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
                     compact(row.gbs * 1e9 if row.gbs is not None else None), fmt_pct(j.pct_of_peak) if j.pct_of_peak is not None else "-",
-                    j.bound or "-"])
+                    "wrong" if j.impossible else j.bound or "-"])  # wrong: flagged impossible (the caption says why)
     return out
 
 
 def caption(r: Roofline) -> str:
     source = ("FLOP and bytes per call from record_shapes (bytes: inputs and output once)"
               if r.source == "record_shapes" else
-              "FLOP per step (GEMMs and attention together) from the lesson's knobs; bytes need --record-shapes")
+              "FLOP and bytes per step from the shapes in the lesson's knobs (bytes: inputs and output once)")
     timed = "kernel time on the device" if r.timed_on == "device" else "the op's CPU time"
-    return f"{source}; rates over {timed}; {r.note}"
+    convention = (f"; {CONVENTION}" if any(j.row.op == ATTENTION for j in r.rows) else "")
+    return f"{source}; rates over {timed}{convention}; {r.note}"
+
+
+CONVENTION = ("rows from the knobs are per step; attn, the attention forward: one FLOP count for every variant (causal: the unmasked half, "
+              "2·B·H·S²·D) over all the device work of the step; GEMMs: what the GEMM kernels "
+              "execute (the hand-written attention's the masked half too), at their kernels' dtype")
 
 
 def roofline_table(r: Optional[Roofline]):
@@ -52,7 +68,7 @@ def roofline_table(r: Optional[Roofline]):
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in HEAD:
         table.add_column(col, justify="left" if col in ("op", "shape", "bound") else "right", overflow="fold",
-                         no_wrap=col != "shape", min_width=10 if col == "shape" else None)
+                         no_wrap=col != "shape", min_width=8 if col == "shape" else None)
     for cells in table_rows(r):
         table.add_row(*[escape(c) for c in cells])
     return table
@@ -63,7 +79,7 @@ def roofline_plot(r: Optional[Roofline]) -> Optional[Plot]:
     intensity; the roofs (memory: intensity x bandwidth, compute: the peak) where the peak is known."""
     if r is None:
         return None
-    points = [j for j in r.rows[:TOP] if j.row.intensity and j.row.tflops]
+    points = [j for j in r.rows[:TOP] if j.row.intensity and j.row.tflops and not j.impossible]
     if not points:
         return None
     plt = load_pyplot()

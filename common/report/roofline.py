@@ -32,9 +32,13 @@ Definitions:
   intensity is min(peak FLOP/s, intensity x peak bytes/s). Unknown device, dtype
   without a datasheet unit, or the CPU: no peak, so no share and no bound.
 
-Without ``record_shapes`` a lesson's trace still says, in its knobs, how much matrix arithmetic one
-step does (``matmul_flops_per_step``): then one row holds every counted op of the steps, with FLOPs
-and rates but no bytes, so no intensity and no bound.
+Without ``record_shapes`` a lesson's trace still says, in its knobs, the shapes it ran: then
+:mod:`.knob_work` gives the step's GEMMs as one row (FLOPs and ideal bytes, so intensity and bound;
+timed by the counted ops' kernels, at the dtype the kernels' names say they ran) and, in an
+attention lesson, **the attention forward** as another: one FLOP count for every variant (causal:
+the unmasked half), timed by all the device work of the step, so variants rank by it as by their
+time (with ``record_shapes`` too, where the counted ops are GEMMs). A lesson the knobs cannot break
+down keeps one row with ``matmul_flops_per_step``: FLOPs and rates, no bytes, no bound.
 
 On the CPU no peak is given. The lessons measure a 256x256 matmul at start (:mod:`common.cpu`), but
 only as a bf16/fp32 time ratio: no rate is written into the knobs, and a 5-run best of one small
@@ -51,11 +55,15 @@ import numpy as np
 from common.report import aggregates as agg
 from common.report import names as trace_names
 from common.report.model import KERNEL, OP, Model
+from common.report.knob_work import ATTENTION as ATTENTION_ROW
+from common.report.knob_work import GEMMS as GEMM_ROW
+from common.report.knob_work import attention_row, gemm_row
 from common.report.op_arithmetic import Work, work_of
 from common.report.peaks import Peak, compute_peak, peak_of
-from common.report.shapes import wants_shapes
+from common.report.shapes import ATTENTION_OPS, GEMM_OPS, wants_shapes
 
 KNOBS_OP = "GEMMs and attention (per step, lesson's knobs)"
+KNOB_ROWS = (KNOBS_OP, GEMM_ROW, ATTENTION_ROW)  # rows of one step's work from the knobs, not of one op call
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,7 @@ class Judged:
     ridge: Optional[float]  # FLOP/byte where the two roofs meet
     bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
     roof_tflops: Optional[float] = None  # the roof over its intensity: min(peak, intensity x bandwidth)
+    impossible: Optional[str] = None  # why its rate cannot be true (then no share, roof or bound): .plausible_rates
 
     @property
     def pct_of_roof(self) -> Optional[float]:
@@ -150,11 +159,14 @@ class Roofline:
     note: str  # what the peak is (or why none), in words
     step_flops: int = 0
     step_wall_us: float = 0.0
+    impossible_step: Optional[str] = None  # why the steps' rate cannot be told (.plausible_rates)
 
     @property
     def step_tflops(self) -> Optional[float]:
         """The steps' effective rate: their GEMM and attention FLOPs over their wall time (the dispatch,
         the other ops and the waits included), TFLOP/s; None without ProfilerSteps or on a GPU trace."""
+        if self.impossible_step is not None:
+            return None
         return self.step_flops / self.step_wall_us / 1e6 if self.step_wall_us > 0 and self.step_flops else None
 
 
@@ -182,13 +194,19 @@ def counted_calls(m: Model) -> Calls:
     timed_on = "device" if on_gpu else "cpu"
     # the host steps' wall holds a CPU trace's work; a GPU's kernels run after their launch, outside it
     walls = sum(s.dur for s in m.steps) if m.window_source == "ProfilerStep" and not on_gpu else 0.0
-    if calls:
-        return Calls(tuple(calls), "record_shapes", timed_on, device_name, sum(c.work.flops for c in calls), walls)
     knobs = m.knobs
-    if knobs is None or not knobs.matmul_flops_per_step or not rows.size:
+    if calls:
+        op_level = any(m.names[cpu.name[i]] in ATTENTION_OPS for i in rows.tolist())
+        forward = () if knobs is None or op_level else _attention_calls(m, knobs)
+        return Calls(tuple(calls) + forward, "record_shapes", timed_on, device_name,
+                     sum(c.work.flops for c in calls), walls)
+    attention = knobs is not None and attention_row(knobs) is not None  # timed by its steps: counted ops or not
+    if knobs is None or not (rows.size or attention) or not (knobs.matmul_flops_per_step or attention):
         return Calls((), None, timed_on, device_name)
     per_step = _knob_calls(m, rows, times, tf32, knobs)
-    return Calls(per_step, "knobs", timed_on, device_name, sum(c.work.flops for c in per_step), walls)
+    counted_flops = sum(c.work.flops for c in per_step if c.op != ATTENTION_ROW)
+    return Calls(per_step, "knobs", timed_on, device_name,
+                 counted_flops or sum(c.work.flops for c in per_step), walls)
 
 
 def _counted(m: Model) -> np.ndarray:
@@ -225,16 +243,59 @@ def _call_times(m: Model, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _knob_calls(m: Model, rows: np.ndarray, times: np.ndarray, tf32: np.ndarray, knobs) -> tuple:
-    """One call per step holding counted ops: the knobs' FLOPs per step, the time of all its counted ops."""
+    """Per step holding counted ops, from the lesson's knobs (:mod:`.knob_work`): its GEMMs as one call
+    (FLOPs and bytes from the shapes, timed by the counted ops' kernels, at their kernels' dtype) where
+    the counted ops are GEMMs, and the attention forward (:func:`_attention_calls`); for a lesson the
+    knobs cannot break down, one call with ``matmul_flops_per_step`` (no bytes)."""
     steps = m.cpu.step[rows]
+    names = {m.names[m.cpu.name[i]] for i in rows.tolist()}
+    gemm = gemm_row(knobs, _kernel_dtype(m, rows) or knobs.dtype) if names & GEMM_OPS else None
     out = []
     for s in np.unique(steps).tolist():
         mine = rows[steps == s]
         time = float(times[mine].sum())
-        shape = "x".join(str(n) for n in knobs.shape) or "?"
-        work = Work(int(knobs.matmul_flops_per_step), None, f"{shape} (lesson's size)", knobs.dtype)
-        out.append(Call(KNOBS_OP, work, time if time > 0 else None, bool(tf32[mine].any())))
-    return tuple(out)
+        if gemm is not None:
+            work = Work(gemm.flops, gemm.bytes, gemm.shape, gemm.dtype)
+            out.append(Call(GEMM_ROW, work, time if time > 0 else None, bool(tf32[mine].any())))
+        elif attention_row(knobs) is None:
+            shape = "x".join(str(n) for n in knobs.shape) or "?"
+            work = Work(int(knobs.matmul_flops_per_step), None, f"{shape} (lesson's size)", knobs.dtype)
+            out.append(Call(KNOBS_OP, work, time if time > 0 else None, bool(tf32[mine].any())))
+    return tuple(out) + _attention_calls(m, knobs)
+
+
+def _attention_calls(m: Model, knobs) -> tuple:
+    """The attention forward of an attention lesson, one call per step: one FLOP count whatever ran it,
+    timed by all the device work the step launched (on the CPU: the step's wall time)."""
+    row = attention_row(knobs)
+    if row is None or not m.steps:
+        return ()
+    if m.has_gpu:
+        step_time = np.bincount(m.dev.step[m.dev.step >= 0], weights=m.dev.dur[m.dev.step >= 0],
+                                minlength=len(m.steps))
+    else:
+        step_time = np.array([s.dur for s in m.steps])
+    work = Work(row.flops, row.bytes, row.shape, row.dtype, row.causal)
+    return tuple(Call(ATTENTION_ROW, work, float(t), False) for t in step_time.tolist() if t > 0)
+
+
+def _kernel_dtype(m: Model, rows: np.ndarray) -> str | None:
+    """The one dtype the GEMM kernels launched under ``rows`` (or their children) say they ran, if they
+    agree (``sm80_xmma_gemm_f32f32...``: fp32; ``nvjet_..._h_...``: bf16); None where none says."""
+    if not m.has_gpu:
+        return None
+    launched_by = np.zeros(m.cpu.n, bool)
+    launched_by[rows] = True
+    for _ in range(int(m.cpu.max_depth) + 1):  # every op under a counted op counts as it
+        below = (m.cpu.parent >= 0) & launched_by[np.maximum(m.cpu.parent, 0)] & ~launched_by
+        if not below.any():
+            break
+        launched_by |= below
+    dev = m.dev
+    mine = (dev.kind == KERNEL) & (dev.launch >= 0) & launched_by[np.maximum(dev.launch, 0)]
+    dtypes = {(trace_names.decode_gemm(m.names[n]) or {}).get("dtype") for n in np.unique(dev.name[mine]).tolist()}
+    dtypes.discard(None)
+    return dtypes.pop() if len(dtypes) == 1 else None
 
 
 # ----------------------------------------------------------------------------- stage 2: rows
@@ -310,7 +371,7 @@ def row_json(j: Judged) -> dict:
                 gflops=r.tflops * 1e3 if r.tflops is not None else None, gb_per_s=r.gbs, causal=r.causal,
                 peak_tflops=j.peak_tflops, peak_unit=j.peak_unit, pct_of_peak=j.pct_of_peak,
                 pct_of_bandwidth=j.pct_of_bandwidth, ridge=j.ridge, bound=j.bound, roof_tflops=j.roof_tflops,
-                pct_of_roof=j.pct_of_roof)
+                pct_of_roof=j.pct_of_roof, impossible=j.impossible)
 
 
 def roofline_json(r: Roofline) -> dict:
@@ -318,6 +379,7 @@ def roofline_json(r: Roofline) -> dict:
     return dict(source=r.source, timed_on=r.timed_on, device=r.device, note=r.note, step_flops=r.step_flops,
                 step_wall_us=r.step_wall_us, step_tflops=r.step_tflops,
                 step_gflops=r.step_tflops * 1e3 if r.step_tflops is not None else None,
+                impossible_step=r.impossible_step,
                 peak=None if peak is None else dict(device=peak.device, bf16=peak.bf16, fp16=peak.fp16, tf32=peak.tf32,
                                                     fp32=peak.fp32, memory_gbs=peak.memory_gbs, source=peak.source),
                 rows=[row_json(j) for j in r.rows])

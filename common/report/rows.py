@@ -104,6 +104,9 @@ class KernelRow:
     est_achieved_occupancy_pct: Optional[float]
     tensor_cores: bool
     detail: Optional[KernelDetail] = None  # the top KERNEL_DETAIL_ROWS kernels only
+    footprint_occupancy_pct: Optional[float] = None  # theoretical occupancy from its footprint (:mod:`.occupancy`)
+    footprint_limit: Optional[str] = None  # the resource that limits it: registers | shared memory | threads
+    kineto_shared_limit: bool = False  # Kineto's estimate reads 0 here: its block is over sharedMemPerBlock
 
     def to_json(self) -> dict:
         out = asdict(self)

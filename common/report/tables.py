@@ -28,16 +28,21 @@ from common.report.gpus import Gpu
 from common.report.header import Header, header_of
 from common.report.phases import phase_table
 from common.report.intervals import Intervals
+from common.report.kernel_sources import kernel_sources
+from common.report.runtime_calls import runtime_calls_under
 from common.report.lanes import CpuLane
 from common.report.memory import Memory, memory_of
 from common.report.outside import LaunchedOutside, launched_outside
 from common.report.model import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, MEMCPY, MEMSET,
                                  OP, RUNTIME, STEP_RE, Model)
-from common.report.overlap import hta_overlap_pct
+from common.report.kernel_footprint import kernel_footprint
+from common.report.overlap import exact_busy, hta_busy_span, hta_overlap_pct
 from common.report.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.subtrees import attention_subtrees
+from common.report.regime import Regime, regime_of
 from common.report.roofline import Roofline, build_roofline
+from common.report.plausible_rates import checked_roofline
 from common.report.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
 from common.report.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
@@ -66,7 +71,7 @@ class Tables:
     # what particular rules read (:mod:`.aggregates`)
     top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
     op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
-    matmul_runtime_calls: dict  # {aten::mm/bmm: (runtime calls directly under it, its calls)}
+    matmul_runtime_calls: dict  # {aten::mm/bmm: runtime_calls.RuntimeUnder (launches, other runtime calls)}
     mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
     occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
@@ -85,6 +90,8 @@ class Tables:
     chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
     launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
     first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
+    regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
+    kernel_sources: dict = field(default_factory=dict)  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -135,21 +142,22 @@ def build_tables(m: Model) -> Tables:
     rows = step_rows(m, per_step, gpu_union, aligned)
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_union))
+    roofline = checked_roofline(build_roofline(m))
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
         gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
         op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
-        matmul_runtime_calls=agg.runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
+        matmul_runtime_calls=runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
         occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
         final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
         kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
-        guess=_guess_check(m), memory=memory_of(m), roofline=build_roofline(m),
+        guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
         chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
-        first_step=first_step_parts(m))
+        first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
 
 
 def _frees(m: Model):
@@ -187,18 +195,17 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
     communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \
         (dev.kind == KERNEL)
     compute = (dev.kind == KERNEL) & ~communication
-    busy = gpu_union.total
-    span = float(dev.end.max() - dev.ts.min())
+    busy, span = hta_busy_span(m)  # HTA's events: launched in the trace, up to the last step's end
     w0, w1 = m.window
     in_window = gpu_union.covered(w0, w1)
     return GpuNumbers(
         busy_us=busy, span_us=span, idle_us=span - busy,
         idle_pct=100.0 * (span - busy) / span if span > 0 else 0.0,
         busy_pct=100.0 * busy / span if span > 0 else 0.0,
-        compute_us=Intervals(dev.ts[compute], dev.end[compute]).total,
+        compute_us=hta_busy_span(m, among=compute)[0],
         communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
         busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
-        comm_comp_overlap_pct=hta_overlap_pct(m), **counts)
+        comm_comp_overlap_pct=hta_overlap_pct(m), busy_exact_us=exact_busy(m), **counts)
 
 
 def cpu_numbers(m: Model) -> CpuNumbers:
@@ -408,8 +415,10 @@ def kernel_table(m: Model) -> tuple[KernelRow, ...]:
             **{key: values[g] for key, values in estimates.items()},
             tensor_cores=trace_names.uses_tensor_cores(name),
             detail=_kernel_detail(m, name, rows_of[kernel == g]) if len(rows) < KERNEL_DETAIL_ROWS else None,
+            **kernel_footprint(m, rows_of[kernel == g]),
         ))
     return tuple(rows)
+
 
 
 def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, blocks_per_sm: np.ndarray,

@@ -79,15 +79,15 @@ def seen(check_cell: str, claim: str, verdicts: dict, outcomes: dict, reports: d
 
 
 def fill(doc: str, machine: str, verdicts: dict, outcomes: dict, reports: dict) -> str:
-    """``doc`` with each claim row's last cell ("seen on") set to ``machine: what the run showed``."""
+    """``doc`` with each claim row's last cell ("seen on") set to ``machine: what the run showed``, or emptied
+    where the run decided nothing (the committed doc's column is another machine's)."""
     lines = []
     for line in doc.splitlines():
         cells = line.split("|")
         if len(cells) >= 5 and re.fullmatch(r"\s*P\d\.\d+\s*", cells[1]):
             what = seen(cells[-3], cells[1].strip(), verdicts, outcomes, reports)
-            if what:
-                text = f"{machine}: {what}".replace("|", "/").replace("\n", " ")
-                cells[-2] = f" {text[:CELL_CHARS]}{'…' if len(text) > CELL_CHARS else ''} "
+            text = f"{machine}: {what}".replace("|", "/").replace("\n", " ") if what else ""
+            cells[-2] = f" {text[:CELL_CHARS]}{'…' if len(text) > CELL_CHARS else ''} "  # another GPU's words go
             line = "|".join(cells)
         lines.append(line)
     return "\n".join(lines) + "\n"

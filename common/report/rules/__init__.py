@@ -53,8 +53,9 @@ def in_window(t, spans) -> tuple:
 from common.report.rules import compile as compiled  # noqa: E402
 from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
 from common.report.rules import memory  # noqa: E402
-from common.report.rules import roofline  # noqa: E402
+from common.report.rules import regime, roofline  # noqa: E402
 from common.report.rules import first_step  # noqa: E402
+from common.report.rules import hand_written  # noqa: E402
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -63,6 +64,7 @@ RULES: list = [
     trace.large_trace,
     overhead.overhead_bound,
     overhead.compute_bound,
+    regime.device_bound,
     overhead.regime_cannot_tell,
     gemm.hotspot_kernel,
     overhead.hotspot_op,
@@ -87,6 +89,7 @@ RULES: list = [
     compiled.torch_compile,
     compiled.recompiles,
     compiled.fused_kernels,
+    hand_written.hand_written_kernels,
     gemm.gemm_kernels,
     roofline.roofline,
     phases.overhead_bound_phase,

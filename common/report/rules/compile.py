@@ -82,25 +82,43 @@ def recompiles(t: Tables):
 def fused_kernels(t: Tables):
     """Inductor's fused kernels, names decoded: triton_poi_fused__unsafe_view_gelu_mul_0 -> Triton,
     pointwise, fuses _unsafe_view+gelu+mul (poi/red/per = pointwise/reduction/persistent
-    reduction); on the CPU graph_0_cpp_fused_... / cpp_fused_... (C++/OpenMP)."""
+    reduction); on the CPU graph_0_cpp_fused_... / cpp_fused_... (C++/OpenMP). On a GPU each with its
+    device time per call (the median) and what launched it (the compiled graph): the figure to weigh
+    against a hand-written kernel of the same ops (P2.10)."""
     rows = []
     for k in t.kernels:
         d = trace_names.decode_fused(k.name)
         if d:
-            rows.append((k.name, d, k.total_us, k.calls, "GPU"))
+            source = t.kernel_sources.get(k.name)
+            rows.append((k.name, d, k.total_us, k.calls, "GPU", k.median_us, source))
     gpu_names = {r[0] for r in rows}
     for o in t.ops:
         d = trace_names.decode_fused(o.name)
         if d and o.name not in gpu_names:
-            rows.append((o.name, d, o.cpu_total_us, o.calls, "CPU"))
+            rows.append((o.name, d, o.cpu_total_us, o.calls, "CPU", o.cpu_total_us / max(o.calls, 1), None))
     if not rows:
         return None
     rows.sort(key=lambda r: -r[2])
-    txt = "; ".join(f"{n} -> {trace_names.describe_fused(d)} ({c}x, {fmt_us(us)})" for n, d, us, c, _ in rows[:4])
+    txt = "; ".join(f"{n} -> {trace_names.describe_fused(d)} ({_per_call(c, lane, per, source)})"
+                    for n, d, us, c, lane, per, source in rows[:4])
     more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
-    return Finding("fused_kernels", f"fused kernels: {txt}{more}",
-                   "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory",
-                   dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), **d) for n, d, us, c, lane in rows[:20]]))
+    whose = "torch.compile's (Inductor)" if t.compile is not None else "named as Inductor names its kernels"
+    weigh = ("; its device time per call is what a hand-written kernel of the same ops competes with (--compare "
+             "this run with one of that kernel)") if any(r[4] == "GPU" for r in rows) else ""
+    return Finding("fused_kernels", f"fused kernels, {whose}: {txt}{more}",
+                   "one fused kernel reads its inputs once and writes once: no intermediate round trip to memory"
+                   + weigh,
+                   dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), per_call_us=rounded(per),
+                                      launched_from=[caller for caller, _ in source.callers] if source else None, **d)
+                                 for n, d, us, c, lane, per, source in rows[:20]], compiled=t.compile is not None))
+
+
+def _per_call(calls: int, lane: str, per_call_us: float, source) -> str:
+    """``3x, 62 µs per call on the device (median), launched from the compiled graph (...)``."""
+    if lane == "CPU":
+        return f"{calls}x, {fmt_us(per_call_us)} per call on the CPU (mean)"
+    where = f", launched from {source.launched_from}" if source is not None else ""
+    return f"{calls}x, {fmt_us(per_call_us)} per call on the device (median){where}"
 
 
 def cuda_graphs(t: Tables):

@@ -37,10 +37,20 @@ def occupancy_query(t: Tables):
     return Finding("occupancy_query", f"occupancy-queried launches: {nq:,} of {nq + npl:,} kernel launches follow "
                    f"an occupancy query ({', '.join(queries)}): {qtxt}" + (f"; plain launches: {ptxt}" if ptxt else "")
                    + f"{gtxt} ({gpu.occupancy_case()})",
-                   "queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
-                   "elementwise/reduction kernels",
+                   _queried_hint(ev["gemm_launches"] - ev["gemm_launches_queried"]),
                    dict(ev, queried=nq, plain=npl, queried_ops=tq, plain_ops=tp, queries=queries),
                    level="note" if short else "info")
+
+
+def _queried_hint(plain_gemms: int) -> str:
+    """What a query tells apart, as far as this run shows it: where GEMMs launched without one too, the
+    query does not mark the GEMMs here."""
+    if plain_gemms:
+        return (f"queried launches are adaptively-tuned library kernels (GEMM/conv), but {plain_gemms:,} GEMM "
+                "launch(es) here had no query: tell GEMMs from light kernels by name or by the op that "
+                "launched them, not by a query")
+    return ("queried launches are adaptively-tuned library kernels (GEMM/conv); plain ones are light "
+            "elementwise/reduction kernels")
 
 
 def _no_occupancy_query(gpu: Gpu, ev: dict):
@@ -64,15 +74,20 @@ def _no_occupancy_query(gpu: Gpu, ev: dict):
 
 
 def hotspot_kernel(t: Tables):
-    """One event dominates CUDA total: that's your hotspot. Start the optimization there."""
+    """One event dominates CUDA total: that's your hotspot. Start the optimization there (where the GPU
+    sets the pace; where it idles most of each step, the dispatch is the cost, not the kernel)."""
     if not t.kernels:
         return None
     k = t.kernels[0]
     if k.share_pct < 25:
         return None
+    idle = t.regime is not None and t.regime.pace == "overhead"
+    hint = ("the GPU idles most of each step (overhead_bound): this kernel is not what costs the time; the "
+            "dispatch around it is" if idle else
+            "start optimising there; find the op that launches it in the trace (the flow arrow)")
     return Finding("hotspot_kernel", f"hotspot kernel: {trace_names.short_name(k.name, 70)} takes {k.share_pct:.1f}% "
                    f"of kernel time ({fmt_us(k.total_us)} in {k.calls:,} calls, median {fmt_us(k.median_us)})",
-                   "start optimising there; find the op that launches it in the trace (the flow arrow)",
+                   hint,
                    dict(kernel=k.name, share_pct=rounded(k.share_pct), total_us=rounded(k.total_us), calls=k.calls))
 
 
@@ -94,30 +109,45 @@ def metadata_only_ops(t: Tables):
 
 
 def matmul_dispatch(t: Tables):
-    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm (with
-    extra CUDA runtime calls): a batched matmul on 3D+ tensors (P1.10: a leading batch axis)."""
+    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm: a
+    batched matmul on 3D+ tensors (P1.10: a leading batch axis). Per call, the kernel launches under
+    it; apart from them, how many calls also made other runtime calls (a memset, a query, a malloc)."""
     kids = t.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
         return None
-    rt_per = {op: round(float(runtime) / max(calls, 1), 2)
-              for op, (runtime, calls) in t.matmul_runtime_calls.items() if kids.get(op)}
+    under = {op: r for op, r in t.matmul_runtime_calls.items() if kids.get(op) and r.calls}
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
     if bmm:
         parts.append(f"aten::bmm {bmm}x (batched, 3D+)")
-    rtxt = ""
-    if rt_per:
-        rtxt = "; runtime calls per call: " + ", ".join(f"{k} {v}" for k, v in rt_per.items())
+    rtxt = "".join(f"; per {op} call ({r.calls} in all): {_runtime_said(r)}" for op, r in under.items())
     if bmm:
-        why = "cuBLAS does more heuristic work per call" if t.has_gpu else "one GEMM per batch entry"
-        hint = (f"bmm is the batched path ({why}); flatten leading dims to use one big mm when the weights are "
-                "shared")
+        launches = under["aten::bmm"].launches / under["aten::bmm"].calls if "aten::bmm" in under else 0
+        why = ("one GEMM per batch entry" if not t.has_gpu else
+               f"{launches:.3g} kernel launch{'' if launches == 1 else 'es'} per call" if launches else "a batched GEMM")
+        hint = (f"bmm is the batched path ({why}): both operands carry the batch axis (aten::matmul folds a 2-D "
+                "second operand into one aten::mm)")
     else:
         hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
     return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
-                   dict(mm=mm, bmm=bmm, runtime_calls_per_call=rt_per))
+                   dict(mm=mm, bmm=bmm, launches_per_call={op: rounded(r.launches / r.calls, 2) for op, r in under.items()},
+                        other_runtime_calls={op: dict(calls_with_them=r.calls_with_others, by_name=r.others)
+                                             for op, r in under.items() if r.others}))
+
+
+def _runtime_said(r) -> str:
+    """``1 kernel launch; 3 of the 6 also made 3 cudaMemsetAsync (memsets, not kernels)``."""
+    per = r.launches / r.calls
+    words = f"{per:.3g} kernel launch{'' if per == 1 else 'es'}"
+    if not r.others:
+        return words
+    named = [f"{n} {name}" for name, n in list(r.others.items())[:3]]
+    more = f" and {len(r.others) - 3} other kinds" if len(r.others) > 3 else ""
+    memsets = all("memset" in name.lower() for name in r.others)
+    return (f"{words}; {r.calls_with_others} of the {r.calls} also made {', '.join(named)}{more}"
+            + (" (memsets, not kernels)" if memsets else ""))
 
 
 def linear_chain(t: Tables):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from common.knobs import RunKnobs
 from common.report.steadiness import COLD, FirstRecorded, first_recorded, first_vs_rest
+from common.report.knob_work import GEMMS
+from common.report.roofline import KNOBS_OP
+from common.report.plausible_rates import cpu_rate_possible
 from common.report.tables import Tables
 
 
@@ -70,19 +73,22 @@ def step_times(t: Tables) -> tuple[str, list]:
 
 
 MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # the ops whose own time is the matmul's
+MATMUL_ROWS = MATMUL_OPS + (GEMMS, KNOBS_OP)  # the roofline's rows of matmul arithmetic
 
 
 def matmul_gflops(t: Tables) -> float | None:
-    """The rate of the workload's matmul arithmetic: its FLOPs per step (the lesson's knobs say) over
-    the matmul ops' own time in a typical step (the median over the steady steps, so a cold first
-    call or one stalled step is not read as the machine's speed), when the trace has those ops."""
-    knobs, work = t.knobs, steady_work(t)
-    if knobs is None or not knobs.matmul_flops_per_step or work is None:
+    """The rate of the workload's matmul arithmetic, the roofline's own (one rate per op): the GEMM rows'
+    FLOPs (record_shapes, else the lesson's knobs) over their ops' CPU time in the steps, when the
+    trace has those ops."""
+    r = t.roofline
+    if steady_work(t) is None or r is None or r.timed_on != "cpu":
         return None
-    own_us = work.median_step_sum(lambda name: name in MATMUL_OPS) if work.by_step else 0.0
-    if own_us <= 0:
+    rows = [j.row for j in r.rows if j.row.op in MATMUL_ROWS]
+    time_us = sum(row.time_us for row in rows)
+    if time_us <= 0:
         return None
-    return knobs.matmul_flops_per_step / own_us / 1e3
+    rate = sum(row.flops * row.calls for row in rows) / time_us / 1e3
+    return rate if cpu_rate_possible(rate) else None  # beyond any CPU: the roofline flags it, no verdict reads it
 
 
 def plausible_floor(t: Tables) -> float:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.report import names as trace_names
 from common.report.model import STEP_RE
-from common.report.rules import advice
+from common.report.rules import advice, regime
 from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
 from common.report.rules.per_step import around, dispatch_text, ops_per_call, outlier_note
+from common.report.rates import fmt_tflops
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -33,7 +33,7 @@ CPU_COMPUTE_FROM_PCT = 90.0  # ...at or above this: compute-bound
 
 def _rate_text(t: Tables) -> str:
     rate = matmul_gflops(t)
-    return f"; the matmul arithmetic ran at {rate:,.1f} GFLOP/s" if rate is not None else ""
+    return f"; the matmul arithmetic ran at {fmt_tflops(rate / 1e3)}" if rate is not None else ""
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,9 @@ def _cpu_overhead_bound(t: Tables):
         return None
     w, pct = steady_work(t), _read_pct(t)
     return Finding("overhead_bound", f"overhead-bound{_analogue(t, 64)}: in the fastest "
-                   f"steps the compute ops' own work is {pct:.0f}% of a step ({ops_per_call(w.compute_ops, t=t)}"
-                   f"{_rate_text(t)}); the other {100 - pct:.0f}% is {around(t)} (per step, medians: "
+                   f"steps the compute ops' own work is {pct:.0f}% of a step, under {CPU_OVERHEAD_BELOW_PCT:.0f}% (from "
+                   f"{CPU_COMPUTE_FROM_PCT:.0f}% it is compute-bound): {ops_per_call(w.compute_ops, t=t)}{_rate_text(t)}; "
+                   f"the other {100 - pct:.0f}% is {around(t)} (per step, medians: "
                    f"{dispatch_text(t)}); a step takes {fmt_us(w.median_wall_us)} (median)",
                    "each call does too little work to pay for its dispatch: give it more work (bigger or batched "
                    f"tensors) or make fewer calls ({advice.fuse_ops(t, 'torch.compile fuses ops')}); on a GPU this is "
@@ -144,42 +145,17 @@ def _cpu_compute_bound(t: Tables):
 
 
 def overhead_bound(t: Tables):
-    """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. The CPU
-    spends more time dispatching than the GPU spends computing. On a CPU-only trace: the compute
-    ops' own work is a small share of each step, the dispatch around them the rest."""
-    if not t.has_gpu:
-        return _cpu_overhead_bound(t)
-    cpu = t.numbers.cpu.self_cpu_total_us
-    dev = t.numbers.device.self_device_total_us
-    busy = t.numbers.gpu.busy_pct_of_window
-    if cpu <= 0 or dev >= 0.5 * cpu or busy >= 50:
-        return None
-    return Finding("overhead_bound", f"overhead-bound: Self CPU {fmt_us(cpu)} vs self device {fmt_us(dev)} "
-                   f"(device = {100 * dev / cpu:.1f}% of CPU); the GPU is busy {busy:.1f}% of the profiled window",
-                   advice.joined(["make the work bigger (larger or batched tensors)", advice.fuse_ops(t),
-                                  advice.cut_launches(t)]),
-                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
-                   level="warn", spans=_every_step(t))
+    """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. On a GPU:
+    the work a step launched keeps the GPU busy under half the step (:func:`.regime.gpu_overhead_bound`).
+    On a CPU-only trace: the compute ops' own work is under 75% of each step, the dispatch the rest."""
+    return _cpu_overhead_bound(t) if not t.has_gpu else regime.gpu_overhead_bound(t)
 
 
 def compute_bound(t: Tables):
-    """Self CPU time total ≈ Self CUDA time total, both in ms (GPU busy most of the window):
-    compute-bound. The GPU is the bottleneck, which is usually what you want. On a CPU-only trace:
-    nearly all of each step is the compute ops' own work."""
-    if not t.has_gpu:
-        return _cpu_compute_bound(t)
-    cpu = t.numbers.cpu.self_cpu_total_us
-    dev = t.numbers.device.self_device_total_us
-    busy = t.numbers.gpu.busy_pct_of_window
-    if busy < 70 and not (cpu > 0 and dev >= cpu and busy >= 50):
-        return None
-    top = t.kernels[0] if t.kernels else None
-    extra = f"; {trace_names.short_name(top.name, 60)} takes {top.share_pct:.0f}% of kernel time" if top else ""
-    return Finding("compute_bound", f"compute-bound: the GPU is busy {busy:.1f}% of the profiled window "
-                   f"(self device {fmt_us(dev)} vs Self CPU {fmt_us(cpu)}){extra}",
-                   "optimise the kernels themselves: lower precision (bf16/fp16, TF32), better shapes, fusion",
-                   dict(self_cpu_us=rounded(cpu), self_device_us=rounded(dev), gpu_busy_pct_of_window=rounded(busy, 2)),
-                   spans=_every_step(t))
+    """On a CPU-only trace: 90% or more of each step is the compute ops' own work: compute-bound. (On a
+    GPU, busy is not compute-bound: :func:`.regime.device_bound` says who sets the pace and which roof
+    bounds the kernels.)"""
+    return _cpu_compute_bound(t) if not t.has_gpu else None
 
 
 def launched_work(op) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from common.report.rates import fmt_flops, fmt_pct, fmt_tflops
-from common.report.roofline import KNOBS_OP, Judged, row_json
+from common.report.knob_work import ATTENTION, GEMMS
+from common.report.roofline import KNOB_ROWS, KNOBS_OP, Judged, row_json
 from common.report.rules import Finding
 from common.report.tables import Tables
 from common.report.units import rounded
@@ -11,19 +12,58 @@ from common.report.units import rounded
 SMALL_SHARE_PCT = 10.0  # under this share of its roof an op is far from what its bound allows
 
 
+def _what(row) -> str:
+    """The row in words: an op call, the step's GEMMs or attention forward from the knobs, or the knobs' FLOPs."""
+    if row.op == ATTENTION:
+        return (f"the attention forward ({fmt_flops(row.flops)} per step by the lesson's knobs, {row.shape}, "
+                f"{row.dtype}; {CAUSAL_WORDS})")
+    if row.op == GEMMS:
+        return f"the step's GEMMs ({row.shape}: {fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})"
+    if row.op == KNOBS_OP:
+        return f"the GEMMs and attention of one step ({fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})"
+    return f"{row.op} {row.shape} ({row.dtype})"
+
+
+CAUSAL_WORDS = "causal: the unmasked half, one FLOP count whichever variant runs it"
+TIMED = {("device", ATTENTION): "over all the step's device work", ("device", GEMMS): "over their kernels' time",
+         ("cpu", ATTENTION): "over the steps' wall time", ("cpu", GEMMS): "over their ops' CPU time"}
+
+
+def _gemms_text(r) -> str:
+    """Beside the attention forward, what its GEMMs execute and which roof holds them."""
+    gemms = next((j for j in r.rows if j.row.op == GEMMS), None)
+    if gemms is None or r.rows[0].row.op != ATTENTION or gemms.row.tflops is None:
+        return ""
+    bound = (f", {gemms.row.intensity:,.0f} FLOP/byte: under the {'memory-bandwidth' if gemms.bound == 'memory' else 'compute'} "
+             f"roof at {fmt_pct(gemms.pct_of_roof)} of it" if gemms.bound is not None else "")
+    return (f"; its GEMMs execute {fmt_flops(gemms.row.flops)} per step (the masked half too), "
+            f"{fmt_tflops(gemms.row.tflops)} ({gemms.peak_unit}){bound}")
+
+
+def _far_hint(t: Tables) -> str:
+    """Why an op sits far under its roof: too little work per call where the GPU idles; where it is busy,
+    more work or bytes than the operation needs."""
+    if t.regime is not None and t.regime.pace != "overhead":
+        return ("far under its roof while the GPU is busy: the kernels compute or move much more than the "
+                "operation needs (device_bound says which roof holds them)")
+    return ("far under its roof: each call is too small to keep the GPU busy (overhead-bound: bigger work per "
+            "call raises the share)")
+
+
 def roofline(t: Tables):
     """Part 1's "from overhead bound to compute bound" as a number: the op with the most time among the
     GEMMs and attention, its FLOPs, its achieved rate and, on a GPU of known peak, its share of the
     datasheet's dense peak and the roof (compute or memory bandwidth) its arithmetic intensity puts it
-    under. On the CPU, or a GPU not in the peaks table, achieved rates only: no share without a peak."""
+    under. From the lesson's knobs without record_shapes: the step's GEMMs (FLOPs and bytes of their
+    shapes) and an attention lesson's forward, one FLOP count for every variant. On the CPU, or a GPU
+    not in the peaks table, achieved rates only: no share without a peak."""
     r = t.roofline
     if r is None or not r.rows:
         return None
     top: Judged = r.rows[0]
     row = top.row
-    what = (f"{row.op} {row.shape} ({row.dtype})" if row.op != KNOBS_OP else
-            f"the GEMMs and attention of one step ({fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})")
-    calls = f"{row.calls:,} call{'s' if row.calls != 1 else ''}" if row.op != KNOBS_OP else f"{row.calls} steps"
+    what = _what(row)
+    calls = f"{row.calls:,} call{'s' if row.calls != 1 else ''}" if row.op not in KNOB_ROWS else f"{row.calls} steps"
     intensity = f", {row.intensity:,.1f} FLOP/byte" if row.intensity is not None else ""
     steps = (f"; over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
              if r.step_tflops is not None else "")
@@ -31,14 +71,16 @@ def roofline(t: Tables):
               step_gflops=rounded(r.step_tflops * 1e3, 3) if r.step_tflops is not None else None,
               gflops=rounded(row.tflops * 1e3, 3) if row.tflops is not None else None,
               rows=[row_json(j) for j in r.rows[:5]])
+    if top.impossible is not None:
+        return Finding("roofline", f"{what}: its numbers cannot be true ({calls}): {top.impossible}; its rate and "
+                       "share of peak: cannot tell", "check the trace's Input Dims (record_shapes) and kernel times",
+                       ev, level="warn")
     if top.pct_of_peak is None:
         why = r.note if r.peak is None else top.peak_unit
-        bytes_hint = "; --record-shapes gives bytes and intensity" if r.source == "knobs" else ""
         on = "its own CPU time" if r.timed_on == "cpu" else "its kernels' time"
-        return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} over {on} ({calls}{intensity})"
-                       f"{steps}; share of peak: cannot tell ({why})",
-                       "where the steps' rate is far under the op's own, the time goes around the op, not in it"
-                       + bytes_hint, ev)
+        return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} {TIMED.get((r.timed_on, row.op), 'over ' + on)} "
+                       f"({calls}{intensity}){steps}; share of peak: cannot tell ({why})",
+                       "where the steps' rate is far under the op's own, the time goes around the op, not in it", ev)
     share = f"{fmt_pct(top.pct_of_peak)} of the {top.peak_unit} peak ({top.peak_tflops:g} TFLOP/s dense)"
     if top.bound is not None:
         side, roof = ("below", "memory-bandwidth roof") if top.bound == "memory" else ("above", "compute roof")
@@ -49,10 +91,9 @@ def roofline(t: Tables):
     else:
         bound = f"{intensity}; which roof bounds it: cannot tell (no memory bandwidth for this device)"
     far = top.pct_of_roof is not None and top.pct_of_roof < SMALL_SHARE_PCT
-    hint = ("far under its roof: each call is too small to keep the GPU busy (overhead-bound: bigger work per "
-            "call raises the share)" if far else
-            "share of peak = achieved / the datasheet's dense peak; below the ridge point memory bandwidth bounds "
-            "an op, above it compute")
-    return Finding("roofline", f"on {r.device}: {what} ran at {fmt_tflops(row.tflops)} ({calls}), "
-                   f"{share}{bound}{steps}", hint,
+    hint = _far_hint(t) if far else ("share of peak = achieved / the datasheet's dense peak; below the ridge "
+                                     "point memory bandwidth bounds an op, above it compute")
+    timed = f" {TIMED[(r.timed_on, row.op)]}" if (r.timed_on, row.op) in TIMED else ""
+    return Finding("roofline", f"on {r.device}: {what} ran at {fmt_tflops(row.tflops)}{timed} ({calls}), "
+                   f"{share}{bound}{_gemms_text(r)}{steps}", hint,
                    dict(ev, pct_of_peak=rounded(top.pct_of_peak, 4), bound=top.bound), level="info")
