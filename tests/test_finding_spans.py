@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -294,3 +295,19 @@ def test_outside_the_project_a_long_command_continues_on_the_next_line(tmp_path)
     words = _run_snippet(lines)
     assert len(words) == sum(1 for f in findings if f.spans) and all(w[4] == "--at" for w in words)
 
+
+
+def test_a_lessons_page_names_the_annotated_copy_it_wrote(tmp_path):
+    """A lesson's ``--html --annotate`` (:func:`common.report.lesson_report`): the page's timeline
+    commands open the copy it wrote beside it."""
+    import io
+
+    from rich.console import Console
+
+    from common.report import lesson_report
+
+    page, annotated = tmp_path / "r.html", tmp_path / "r.annotated.json"
+    lesson_report(h100_trace("attn_naive"), Console(file=io.StringIO()), short=False, html=page, annotated=annotated)
+    shown = re.findall(r"see it on the timeline: <code>uv run (?:--project \S+ )?-m common.view (\S+) --at",
+                       page.read_text())
+    assert annotated.exists() and shown and all(Path(s).name == annotated.name for s in shown)
