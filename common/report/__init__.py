@@ -79,7 +79,7 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
 
             render_short(tables, findings, console)
         if html is not None:
-            write_html(tables, findings, html, job_verdict=job_verdict)
+            write_html(tables, findings, html, job_verdict=job_verdict, timeline_trace=annotated)
             console.print(f"[bold]wrote[/] {_shown(html)}  (the report as a page of plots; open it in a browser)")
         if annotated is not None:
             from pathlib import Path
@@ -99,14 +99,16 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
         console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
 
 
-def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: str | None = None) -> int:
+def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: str | None = None,
+               timeline_trace=None) -> int:
     """Write the report page of one trace (its tables and findings) to ``dest`` (whole or not at all,
     :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes.
-    ``job_verdict``: the job report's straggler line, for one rank's page."""
+    ``job_verdict``: the job report's straggler line, for one rank's page; ``timeline_trace``: the
+    annotated copy the findings' timeline commands open (default: the trace read)."""
     from common.output import write_file
     from common.report.html import render_html
 
-    page = render_html(tables, findings, job_verdict=job_verdict)
+    page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace)
     return write_file(dest, page.encode(), flag=flag, what="the page")
 
 

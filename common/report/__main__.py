@@ -174,7 +174,7 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
         else:
             from common.report import write_html
 
-            size = write_html(tables, findings, args.html, flag="--html")
+            size = write_html(tables, findings, args.html, flag="--html", timeline_trace=args.annotate)
         print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
     if args.annotate is not None:
         from common.report.annotate import write_annotated
@@ -257,7 +257,7 @@ def run(argv=None, from_shell: bool = False) -> int:
         if args.short:
             render_short(tables, f, console)
         else:
-            render(tables, f, console, top=args.top or DEFAULT_TOP)
+            render(tables, f, console, top=args.top or DEFAULT_TOP, timeline_trace=args.annotate)
     return 0
 
 

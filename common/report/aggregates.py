@@ -374,9 +374,9 @@ def _gemm_after(m: Model, order: np.ndarray, sid: np.ndarray, at: int, copy: int
 @dataclass(frozen=True)
 class AddmmGemms:
     """GEMM kernels launched from inside an aten::addmm."""
-
     count: int
     names: tuple  # their kernel names, sorted
+    spans: tuple = ()  # Span of each kernel
 
 
 def addmm_gemms(m: Model) -> AddmmGemms:
@@ -387,7 +387,7 @@ def addmm_gemms(m: Model) -> AddmmGemms:
     has_op = dev.op >= 0
     by_addmm = has_op & (cpu.name[np.where(has_op, dev.op, 0)] == addmm)
     gemms = np.flatnonzero(by_addmm & (dev.kind == KERNEL) & (dev.category == CATEGORY_CODES["gemm"]))
-    return AddmmGemms(int(gemms.size), tuple(_names_of(m, dev.name[gemms])))
+    return AddmmGemms(int(gemms.size), tuple(_names_of(m, dev.name[gemms])), tuple(map(Span, dev.ts[gemms], dev.dur[gemms])))
 
 
 # ----------------------------------------------------------------------------- torch.compile

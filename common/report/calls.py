@@ -21,7 +21,7 @@ and :attr:`CallWork.alike` says how many calls ran exactly it.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -29,6 +29,7 @@ import numpy as np
 from common.report.cpu_work import is_compute_name
 from common.report.model import ANNOTATION, KERNEL, MEMCPY, MEMSET, OP, Model
 from common.report.phases import calls_in_window, subtree_ends
+from common.report.rows import Span
 
 # ops that only call others (a GPU launches nothing of their own): the work is in their children
 ROUTERS = frozenset({
@@ -48,6 +49,8 @@ class WorkItem:
     via: tuple  # the ops around ``op`` inside the call, outermost first (at most VIA_DEPTH)
     device_kind: Optional[str] = None  # "kernel" | "memcpy" | "memset" (GPU); None on the CPU
     bytes: Optional[float] = None  # what a memcpy or memset wrote (GPU, where the trace says)
+    # where it ran in each call alike (Span, µs from the window's start: the op, and on a GPU the device event)
+    spans: tuple = field(default=(), compare=False)
 
     @property
     def is_memset(self) -> bool:
@@ -98,7 +101,8 @@ def call_work(m: Model, annotation: Optional[str]) -> Optional[CallWork]:
                      for a, b in zip(calls.tolist(), ends.tolist())]
     keys = [tuple((i.op, i.kernel) for i in s) for s in sequences]
     typical_key, alike = Counter(keys).most_common(1)[0]
-    typical = sequences[keys.index(typical_key)]
+    same = [s for s, key in zip(sequences, keys) if key == typical_key]
+    typical = [replace(item, spans=tuple(span for s in same for span in s[k].spans)) for k, item in enumerate(same[0])]
     return CallWork(annotation, int(calls.size), bool(m.has_gpu), tuple(typical), int(alike),
                     float(np.mean([len(s) for s in sequences])))
 
@@ -125,8 +129,12 @@ def _via(m: Model, i: int, call: int) -> tuple:
     return tuple(reversed(out[:VIA_DEPTH]))
 
 
+def _span(lane, i: int) -> Span:
+    return Span(float(lane.ts[i]), float(lane.dur[i]))
+
+
 def _cpu_items(m: Model, rows: np.ndarray, call: int) -> list:
-    return [WorkItem(m.names[m.cpu.name[i]], None, _via(m, i, call)) for i in rows.tolist()]
+    return [WorkItem(m.names[m.cpu.name[i]], None, _via(m, i, call), spans=(_span(m.cpu, i),)) for i in rows.tolist()]
 
 
 def _device_items(m: Model, rows: np.ndarray, call: int) -> list:
@@ -137,5 +145,6 @@ def _device_items(m: Model, rows: np.ndarray, call: int) -> list:
         written = float(dev.bytes[j])
         out.append(WorkItem(m.names[m.cpu.name[op]] if named else "", m.names[dev.name[j]],
                             _via(m, op, call) if named else (), DEVICE_KINDS.get(int(dev.kind[j]), "kernel"),
-                            written if np.isfinite(written) and dev.kind[j] != KERNEL else None))
+                            written if np.isfinite(written) and dev.kind[j] != KERNEL else None,
+                            ((_span(m.cpu, op),) if named else ()) + (_span(dev, j),)))
     return out

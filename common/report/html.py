@@ -159,12 +159,14 @@ def _roofline_table(t: Tables) -> str:
             + f'<p class="hint">{html.escape(caption(r))}</p>')
 
 
-def findings_html(findings: list[Finding], t: Tables | None = None) -> str:
+def findings_html(findings: list[Finding], t: Tables | None = None, timeline_trace=None) -> str:
+    """The findings, each with the command that opens the timeline where it points (on ``timeline_trace``,
+    the annotated copy, where the report wrote one; else on the trace it read)."""
     out = [f"<h2>Findings ({len(findings)})</h2>"]
     for f in findings:
         evidence = html.escape(json.dumps(f.evidence, indent=1, default=str))
         hint = f'<div class="hint">→ {html.escape(f.hint)}</div>' if f.hint else ""
-        command = view_command(t, f) if t is not None else None
+        command = view_command(t, f, timeline_trace) if t is not None else None
         if command:  # the timeline, offline, on the window the finding points at
             hint += f'<div class="hint timeline">see it on the timeline: <code>{html.escape(command)}</code></div>'
         out.append(f'<div class="finding" id="finding-{html.escape(f.rule)}"><span class="{f.level}"><b>'
@@ -189,7 +191,7 @@ def memory_plot(t: Tables) -> Plot | None:
 
 
 def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = (),
-                job_verdict: str | None = None) -> str:
+                job_verdict: str | None = None, timeline_trace=None) -> str:
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings;
     ``job_verdict``: for one rank of a job, the job report's straggler line, shown under the steps."""
     plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t), *_roofline_plot(t)]
@@ -198,7 +200,7 @@ def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = 
     if job_verdict:
         under["breakdown"] += _verdict("straggler", "note", job_verdict)
     parts = [_header(t)] + [_figure(p, under.get(p.id, "")) for p in plots if p is not None]
-    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings, t)]
+    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings, t, timeline_trace)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]
     return _page(f"Trace report: {t.model.path}", parts)
 

@@ -292,7 +292,9 @@ def _efficiency_table(t: Tables, top: int, name_width: int = 70):
     return table
 
 
-def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
+def render(t: Tables, findings: list[Finding], console, top: int = 15, timeline_trace=None) -> None:
+    """The full report; ``timeline_trace``: the annotated copy the findings' timeline commands open
+    (default: the trace read)."""
     from rich.markup import escape
     from rich.panel import Panel
     from rich.table import Table
@@ -337,6 +339,21 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15) -> None:
     _print_roofline(t, console)
     console.print(f"[bold]findings[/] ({len(findings)})")
     console.print(_bullets([_finding_line(f) for f in findings] + [f"[cyan]note[/]: {escape(n)}" for n in t.model.notes]))
+    _print_timeline_commands(t, findings, console, timeline_trace)
+
+
+def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=None) -> None:
+    """Where each finding with spans points, as shell lines that open the timeline there (they copy
+    whole: a path too long for the console folds, nothing else wraps)."""
+    from rich.markup import escape
+
+    from common.report.timeline_links import timeline_snippet
+
+    lines = timeline_snippet(t, findings, trace, width=console.width - 2)
+    if lines:
+        console.print("[bold]on the timeline[/]: each command opens the trace where its finding points "
+                      "(Perfetto's UI, served from this machine)")
+        console.print(_indented([f"[cyan]{escape(line)}[/]" for line in lines]))
 
 
 def _print_roofline(t: Tables, console) -> None:

@@ -9,13 +9,14 @@ window; the rules read them (:mod:`.rules.attention`).
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from common.report.model import KERNEL, OP, RUNTIME, Model
 from common.report.phases import calls_in_window, subtree_ends
+from common.report.rows import Span
 
 # the ops whose insides the attention rules read
 ATTENTION_PARENTS = ("aten::masked_fill", "aten::_scaled_dot_product_attention_math",
@@ -34,6 +35,11 @@ class Subtree:
     kernels_us: dict  # {device event name: device time}
     launches: dict  # {runtime call name: count} that launched the kernels among those (not memcpys, memsets)
     self_us: dict = None  # {op name: own time} of the calls themselves (under ``op``) and every op nested in them
+    # where they ran (Span, µs from the window's start), for a finding to point at:
+    call_spans: tuple = ()  # the calls of ``op``
+    op_spans: dict = field(default_factory=dict)  # {nested op name: its calls, at any depth}
+    path_spans: dict = field(default_factory=dict)  # {``paths`` key: its calls}
+    device_spans: dict = field(default_factory=dict)  # {device event name: its events}
 
     def per_call(self, name: str) -> float:
         return self.ops.get(name, 0) / self.calls if self.calls else 0.0
@@ -61,26 +67,44 @@ def subtree(m: Model, op: str) -> Subtree | None:
     launched = launched[under[dev.launch[launched]]]
     is_call = np.zeros(cpu.n, dtype=bool)
     is_call[calls] = True
-    paths = _paths(m, nested, is_call)
+    paths, path_spans = _paths(m, nested, is_call)
     kernels, kernels_us = _by_name(m, dev.name[launched], dev.dur[launched])
     runtime = dev.launch[launched[dev.kind[launched] == KERNEL]]  # a memset's cudaMemsetAsync launches no kernel
     launches = Counter(m.names[i] for i in cpu.name[runtime[cpu.kind[runtime] == RUNTIME]].tolist())
     outer = calls[~_nested_in_same(calls, ends)]
     mine = np.concatenate((outer, nested))
     return Subtree(op, int(calls.size), float(cpu.dur[outer].sum()), ops, paths, ops_us, kernels, kernels_us,
-                   dict(launches), _by_name(m, cpu.name[mine], cpu.self_us[mine])[1])
+                   dict(launches), _by_name(m, cpu.name[mine], cpu.self_us[mine])[1], _spans(cpu, calls),
+                   _spans_by_name(m, cpu, nested), path_spans, _spans_by_name(m, dev, launched))
 
 
-def _paths(m: Model, nested: np.ndarray, is_call: np.ndarray) -> dict:
-    """{"child": n, "child > grandchild": n} over the nested ops one or two levels below a call."""
+def _spans(lane, rows: np.ndarray) -> tuple:
+    return tuple(Span(float(lane.ts[i]), float(lane.dur[i])) for i in rows.tolist())
+
+
+def _spans_by_name(m: Model, lane, rows: np.ndarray) -> dict:
+    """{name: (Span, ...)} of the lane's events ``rows``, in time order."""
+    out = defaultdict(list)
+    for i in rows[np.argsort(lane.ts[rows], kind="stable")].tolist():
+        out[m.names[lane.name[i]]].append(Span(float(lane.ts[i]), float(lane.dur[i])))
+    return {name: tuple(spans) for name, spans in out.items()}
+
+
+def _paths(m: Model, nested: np.ndarray, is_call: np.ndarray) -> tuple[dict, dict]:
+    """{"child": n, "child > grandchild": n} over the nested ops one or two levels below a call, and
+    their spans by the same keys."""
     cpu, names = m.cpu, m.names
     up = cpu.parent[nested]
     child = nested[(up >= 0) & is_call[np.maximum(up, 0)]]
     up2 = np.where(up >= 0, cpu.parent[np.maximum(up, 0)], -1)
     grand = (up2 >= 0) & is_call[np.maximum(up2, 0)] & (cpu.kind[np.maximum(up, 0)] == OP)
     keys = [names[cpu.name[i]] for i in child.tolist()]
-    keys += [f"{names[cpu.name[cpu.parent[i]]]} > {names[cpu.name[i]]}" for i in nested[grand].tolist()]
-    return dict(Counter(keys).most_common())
+    deeper = [(f"{names[cpu.name[cpu.parent[i]]]} > {names[cpu.name[i]]}", i) for i in nested[grand].tolist()]
+    spans = defaultdict(list)
+    for key, i in list(zip(keys, child.tolist())) + deeper:
+        spans[key].append(Span(float(cpu.ts[i]), float(cpu.dur[i])))
+    keys += [key for key, _ in deeper]
+    return dict(Counter(keys).most_common()), {key: tuple(s) for key, s in spans.items()}
 
 
 def _nested_in_same(calls: np.ndarray, ends: np.ndarray) -> np.ndarray:

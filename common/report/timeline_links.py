@@ -6,9 +6,10 @@ shows too, kept inside the report's window; in the trace's own µs (``ts``), as 
 from __future__ import annotations
 
 import math
+import shlex
 from pathlib import Path
 
-from common.commands import uv_run
+from common.commands import display_path, uv_run
 from common.report.rules import Finding
 from common.report.tables import Tables
 
@@ -36,4 +37,31 @@ def view_command(t: Tables, f: Finding, trace: str | Path | None = None) -> str 
     window = finding_window(t, f)
     if window is None:
         return None
-    return uv_run("-m", "common.view", Path(trace or t.model.path), "--at", f"{window[0]:.3f},{window[1]:.3f}")
+    return uv_run("-m", "common.view", Path(trace or t.model.path), "--at", at_arg(window))
+
+
+
+def at_arg(window: tuple[float, float]) -> str:
+    """``START,END`` as ``--at`` reads it."""
+    return f"{window[0]:.3f},{window[1]:.3f}"
+
+
+def timeline_snippet(t: Tables, findings: list[Finding], trace: str | Path | None = None, width: int = 80) -> list[str]:
+    """The commands that open the timeline where each finding with spans points, as lines a shell runs
+    (``trace``: the annotated copy, where the report wrote one, so its Findings track shows; default:
+    the trace read): ``T=TRACE`` once, then per finding ``uv run -m common.view "$T" --at START,END``
+    with ``# rule`` after it, or on the line before where the two do not fit ``width`` (and ``--at``
+    on a continued line where the command alone does not). [] when no finding has spans."""
+    windows = [(f.rule, w) for f in findings if (w := finding_window(t, f)) is not None]
+    if not windows:
+        return []
+    lines = [f"T={shlex.quote(display_path(Path(trace or t.model.path)))}"]
+    view = uv_run("-m", "common.view")
+    for rule, window in windows:
+        command = f'{view} "$T" --at {at_arg(window)}'
+        one = f"{command}  # {rule}"
+        if len(one) <= width:
+            lines.append(one)
+        else:  # the rule above it, and the window on a continued line where the command is too long
+            lines += [f"# {rule}"] + ([command] if len(command) <= width else [f'{view} "$T" \\', f"  --at {at_arg(window)}"])
+    return lines

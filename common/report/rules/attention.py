@@ -4,7 +4,7 @@ mask rebuilt on every call, the guarded softmax), and a fused backend's one op o
 from __future__ import annotations
 
 from common.report import names as trace_names
-from common.report.rules import Finding
+from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -31,6 +31,11 @@ def _copy_kernels(kernels: dict) -> dict:
     return {k: n for k, n in kernels.items() if k.startswith("Memcpy") or "copy" in k.lower()}
 
 
+def _spans_of(t: Tables, spans: dict, names) -> tuple:
+    """The spans (in the window) of every name in ``names`` in ``spans`` ({name: (Span, ...)})."""
+    return in_window(t, [span for name in names for span in spans.get(name, ())])
+
+
 def out_of_place_copy(t: Tables):
     """P3.2/P3.3: ``scores.masked_fill(mask, -inf)`` returns a new tensor, so it first copies the whole
     ``[batch, heads, seq, seq]`` scores (``aten::clone`` -> ``aten::copy_``; on a GPU the extra Memcpy
@@ -53,7 +58,8 @@ def out_of_place_copy(t: Tables):
     return Finding("out_of_place_copy", f"aten::masked_fill is out of place: it copies its input before filling "
                    f"({what}, {_per(clones, s.calls)}, {fmt_us(spent)} in all{share})",
                    f"fill in place ({where}): the copy and the second scores tensor go (Part 3)",
-                   dict(calls=s.calls, clones=clones, copy_us=spent, copy_kernels=copies), level="warn")
+                   dict(calls=s.calls, clones=clones, copy_us=spent, copy_kernels=copies), level="warn",
+                   spans=_spans_of(t, s.path_spans, ["aten::clone"]) + _spans_of(t, s.device_spans, copies))
 
 
 def fp32_upcast(t: Tables):
@@ -80,7 +86,8 @@ def fp32_upcast(t: Tables):
             "cast back)") if casts else "no casts"
     return Finding("fp32_upcast", f"SDPA's math backend computes in fp32: {cast}{gpu}",
                    "a fused backend keeps the 16-bit inputs (--backend flash; on a GPU also efficient, cudnn)",
-                   evidence, level="warn")
+                   evidence, level="warn", spans=_spans_of(t, s.path_spans, ["aten::to > aten::_to_copy"])
+                   + _spans_of(t, s.device_spans, fp32_gemms))
 
 
 def causal_mask_rebuilt(t: Tables):
@@ -95,7 +102,8 @@ def causal_mask_rebuilt(t: Tables):
     return Finding("causal_mask_rebuilt", "SDPA's math backend rebuilds the causal mask on every call: "
                    + ", ".join(f"{op} {_each(n, s.calls)}" for op, n in built.items())
                    + " per call", "the hand-written attention builds its mask once; a fused backend never "
-                   "builds it (it skips the masked blocks)", dict(calls=s.calls, ops=built))
+                   "builds it (it skips the masked blocks)", dict(calls=s.calls, ops=built),
+                   spans=_spans_of(t, s.path_spans, built))
 
 
 def safe_softmax(t: Tables):
@@ -110,7 +118,7 @@ def safe_softmax(t: Tables):
     return Finding("safe_softmax", f"SDPA's math backend calls aten::_safe_softmax "
                    f"({_per(s.ops['aten::_safe_softmax'], s.calls)}): aten::_softmax plus a guard ("
                    + ", ".join(guards) + ") so a fully masked row gives zeros, not NaN", "",
-                   dict(calls=s.calls, guards=guards))
+                   dict(calls=s.calls, guards=guards), spans=_spans_of(t, s.op_spans, ["aten::_safe_softmax"]))
 
 
 def fused_attention(t: Tables):
@@ -136,7 +144,8 @@ def fused_attention(t: Tables):
         msg += (f"; {len(kernels)} attention kernel{'s' if len(kernels) > 1 else ''}: "
                 + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
     return Finding("fused_attention", msg, "", dict(calls=s.calls, ops=fused, transposes=transposes,
-                                                   kernels=kernels, decoded=decoded, launches=s.launches))
+                                                   kernels=kernels, decoded=decoded, launches=s.launches),
+                   spans=_spans_of(t, s.op_spans, fused) + _spans_of(t, s.device_spans, kernels))
 
 
 LIBRARY_SHARE = 0.5  # the calls' own time beyond this share of SDPA's CPU: the cost lives inside the library call
@@ -164,4 +173,5 @@ def sdpa_cpu_in_library(t: Tables):
                    "compare the backends' CPU per call side by side: uv run -m common.report --glance DIR",
                    dict(cpu_us_per_call=rounded(per_call), library_self_us_per_call={op: rounded(us / s.calls)
                                                                                     for op, us in library.items()},
-                        library_share_pct=rounded(100 * share), nested_ops_per_call=rounded(others / s.calls, 2)))
+                        library_share_pct=rounded(100 * share), nested_ops_per_call=rounded(others / s.calls, 2)),
+                   spans=in_window(t, s.call_spans))

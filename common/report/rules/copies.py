@@ -53,4 +53,4 @@ def _no_bias_copy(t: Tables):
                    "reads the bias itself", "the posts' Part 1 (compiled, A100, an older torch) shows a Memcpy DtoD "
                    "seeding the output before the GEMM; whether addmm copies depends on the torch version and on the "
                    "bias (a bias vector can ride in the GEMM's epilogue)",
-                   dict(variant="no_copy", pairs=0, addmm_gemms=gemms.count, gemm=names[0]))
+                   dict(variant="no_copy", pairs=0, addmm_gemms=gemms.count, gemm=names[0]), spans=in_window(t, gemms.spans))

@@ -6,7 +6,7 @@ from collections import Counter
 
 from common.report import names as trace_names
 from common.report.guessed import AS_GUESSED, MISSING, NOT_GUESSED
-from common.report.rules import Finding
+from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_bytes
 
@@ -51,7 +51,8 @@ def guess_vs_seen(t: Tables):
     fills = [r.seen for r in check.rows if r.status == NOT_GUESSED and r.seen.is_memset]
     if not check.mismatches or (not missing and extra == len(fills)):
         besides = f"; besides, {_listed([seen_name(item) for item in fills])}, which no guess names" if fills else ""
-        return Finding("guess_vs_seen", f"{head}: {_all(check.count(AS_GUESSED))} as guessed{besides}", "", evidence)
+        return Finding("guess_vs_seen", f"{head}: {_all(check.count(AS_GUESSED))} as guessed{besides}", "", evidence,
+                       spans=_not_guessed(t, check))
     parts = []
     if extra:
         seen = [r.seen for r in check.rows if r.status == NOT_GUESSED]
@@ -66,7 +67,13 @@ def guess_vs_seen(t: Tables):
     matched = check.count(AS_GUESSED)
     return Finding("guess_vs_seen", f"{head}: {matched} as guessed, " + "; ".join(parts),
                    "each mismatch is the interesting part: open the trace at the call and read what ran around it "
-                   "(the ops it sits under say why it runs)", evidence, level="warn")
+                   "(the ops it sits under say why it runs)", evidence, level="warn",
+                   spans=_not_guessed(t, check))
+
+
+def _not_guessed(t: Tables, check) -> tuple:
+    """Where the work nobody guessed ran (its op, and on a GPU its device event), in every call alike."""
+    return in_window(t, [span for r in check.rows if r.status == NOT_GUESSED for span in r.seen.spans])
 
 
 def _all(n: int) -> str:
