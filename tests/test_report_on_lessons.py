@@ -125,7 +125,7 @@ def test_rich_and_short_forms(runs):
 def test_json_keys(runs):
     j = report_json(trace_of(runs["01_default"]))
     assert set(j) == {"schema", "trace", "meta", "window", "gpu", "cpu", "device", "efficiency", "tensorboard",
-                      "steps", "breakdown", "categories", "kernels", "ops", "phases", "guess", "memory", "roofline", "findings",
+                      "steps", "breakdown", "categories", "kernels", "ops", "phases", "guess", "memory", "roofline", "launched_outside", "findings",
                       "notes"}
     for key in ("busy_us", "span_us", "idle_pct", "busy_pct_of_window"):
         assert key in j["gpu"] and j["gpu"][key] is None  # CPU-only: no GPU events
