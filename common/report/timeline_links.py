@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from common.commands import uv_run
-from common.report.rules import Finding
+from common.report.findings import Finding
 from common.report.tables import Tables
 
 MARGIN = 0.1  # of the spans' extent, on each side
