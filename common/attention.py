@@ -21,7 +21,7 @@ CPU_BACKENDS = ("auto", "math", "flash")  # what exists on the CPU: efficient an
 
 def add_shape_flags(cli: argparse.ArgumentParser) -> None:
     """--batch --heads --seq --head_dim (each also hyphenated), the post's defaults."""
-    from common.lesson import positive_int
+    from common.checks import positive_int
 
     cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch (default: 8)")
     cli.add_argument("--heads", type=positive_int, default=16, help="attention heads (default: 16)")

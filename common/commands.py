@@ -27,6 +27,13 @@ def display_path(path: os.PathLike | str, start: os.PathLike | str | None = None
     return printable(relative if len(relative) <= len(str(absolute)) else str(absolute))
 
 
+
+def shorten(path: str | os.PathLike, width: int = 120) -> str:
+    """A path for an error line: whole when short, else its start and end around an ellipsis."""
+    text = str(path)
+    return text if len(text) <= width else f"{text[:width // 2 - 1]}…{text[-(width // 2):]}"
+
+
 def _inside_project(folder: Path) -> bool:
     return folder == ROOT or ROOT in folder.parents
 

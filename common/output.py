@@ -46,8 +46,7 @@ _NOT_REGULAR = "not a regular file (a device, FIFO or socket); name a new file o
 def shown(path, flag: str | None = None) -> str:
     """How an error line names an output: ``--html out.html`` as typed, a lesson's file relative to
     the project when that is shorter; long paths shortened."""
-    from common.commands import display_path
-    from common.report.inputs import shorten
+    from common.commands import display_path, shorten
 
     return f"{flag} {shorten(path)}" if flag else shorten(display_path(Path(path)))
 
@@ -77,9 +76,8 @@ def check_target(path, flag: str | None = None) -> Path:
 
 def _link_label(link: Path, flag: str | None) -> str:
     """How an error line names a symbolic link: itself, not the file it names (:func:`shown` resolves)."""
-    from common.commands import display_path
+    from common.commands import display_path, shorten
     from common.printable import printable
-    from common.report.inputs import shorten
 
     if flag:
         return shown(link, flag)
@@ -88,7 +86,7 @@ def _link_label(link: Path, flag: str | None) -> str:
 
 def _link_refused(link: Path) -> str:
     """Why a symbolic link is not written: what it points at, in words."""
-    from common.report.inputs import shorten
+    from common.commands import shorten
 
     try:
         to = f"a symbolic link to {shorten(os.readlink(link), 60)}"

@@ -41,9 +41,8 @@ from rich.filesize import decimal
 from rich.table import Table
 
 from common.checks import seconds
-from common.commands import display_path, uv_run
+from common.commands import display_path, shorten, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
-from common.report.inputs import shorten
 from common.paths import LARGE_TRACE_BYTES, TRACE_SUFFIXES, parse_tag
 from common.view_ui import ONLINE_ORIGIN, POLICY, content_type, local_link, online_link, ui_file, ui_root
 

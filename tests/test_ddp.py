@@ -267,7 +267,7 @@ def test_more_ranks_than_gpus_is_refused(monkeypatch):
 
 def test_overlap_agrees_with_hta_oracle():
     """tests/data/traces/ORACLE.md: HTA 0.5.0's get_comm_comp_overlap, within 1 point."""
-    from common.report import model_of as analyze
+    from common.report import tables_of as analyze
     from common.report.intervals import Intervals
     from common.report.model import KERNEL
     from common.report.overlap import intersection

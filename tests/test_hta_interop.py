@@ -45,7 +45,7 @@ def test_comm_comp_overlap_is_htas(tmp_path, name):
     """The report's communication/computation overlap is HTA's get_comm_comp_overlap, to its rounding."""
     from conftest import DATA_TRACES
 
-    from common.report import model_of as analyze
+    from common.report import tables_of as analyze
 
     shutil.copy(DATA_TRACES / "hta" / name, tmp_path)  # HTA reads every trace in the folder
     theirs = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_comm_comp_overlap(visualize=False)

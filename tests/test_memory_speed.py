@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from common.report import model_of
+from common.report import tables_of
 from common.report.memory import memory_of
 
 from conftest import DATA_TRACES, REPO
@@ -30,7 +30,7 @@ import memory_reference  # noqa: E402
 
 
 def _both(path) -> tuple:
-    m = model_of(path).model
+    m = tables_of(path).model
     assert m.mem.n, f"{path}: no memory events"
     return memory_of(m), memory_reference.memory_of(m)
 

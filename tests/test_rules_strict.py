@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from common.report import model_of
-from common.report.rules import RULES, STRICT_ENV, Finding, run_rules
+from common.report import tables_of
+from common.report.findings import Finding
+from common.report.rules import RULES, STRICT_ENV, run_rules
 from conftest import DATA_TRACE_FILES, DATA_TRACES, trace_of
 
 
 def _every_rule(path) -> list[Finding]:
-    tables = model_of(path)
+    tables = tables_of(path)
     for rule in RULES:  # one by one, so a failure names its rule
         rule(tables)
     findings = run_rules(tables)
@@ -46,10 +47,10 @@ def broken_rule(monkeypatch):
 def test_the_users_safety_net_stays(broken_rule, monkeypatch):
     """Without the strict switch (a user's run), a crashing rule is one finding and the report goes on."""
     monkeypatch.setenv(STRICT_ENV, "0")
-    (finding,) = run_rules(model_of(DATA_TRACE_FILES[0]))
+    (finding,) = run_rules(tables_of(DATA_TRACE_FILES[0]))
     assert finding.rule == "rule_error" and "ValueError: a bug" in finding.message
 
 
 def test_the_suite_is_strict(broken_rule):
     with pytest.raises(ValueError, match="a bug"):
-        run_rules(model_of(DATA_TRACE_FILES[0]))
+        run_rules(tables_of(DATA_TRACE_FILES[0]))

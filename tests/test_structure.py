@@ -35,3 +35,130 @@ def test_renderers_import_no_private_name_and_not_ranks(path):
 def test_rules_modules_stay_small():
     sizes = {p.name: len(p.read_text().splitlines()) for p in (REPORT / "rules").glob("*.py")}
     assert max(sizes.values()) <= 300, sizes
+
+
+# Issue 29: the import graph of common/, counted the way Python imports it.
+COMMON = REPO / "common"
+RENDERER_NAMES = ("render*.py", "html.py", "annotate.py", "glance.py", "compare*.py", "step_series.py",
+                  "timeline_links.py", "job*.py", "plots.py")
+
+
+def _module_name(path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(COMMON.rglob("*.py"))}
+
+
+def _type_checking_only(tree) -> set:
+    """The import nodes under ``if TYPE_CHECKING:``: Python never runs them, so they are no edge."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def imported_modules(name: str) -> set:
+    """The modules of common/ that module ``name`` imports, at the top or inside a function (a lazy
+    import runs when the function does, so it counts). ``from P import x`` imports ``P.x`` when that
+    is a module, else ``P`` itself (a package: its ``__init__.py``). Not counted: the parent packages
+    Python initialises on the way to a submodule (``import a.b.c`` runs ``a/b/__init__.py`` first):
+    a package that imports its own modules, as ``rules/__init__.py`` imports its themes, is how a
+    package is put together, and Python finds the package already initialising."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_only(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names}
+    return {m for m in out if m in MODULES and m != name}
+
+
+GRAPH = {name: imported_modules(name) for name in MODULES}
+
+
+def cycles(graph: dict) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), and modules that import themselves."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph[v]:
+                out.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def reachable(graph: dict, start: str) -> set:
+    seen, todo = set(), [start]
+    while todo:
+        for w in graph[todo.pop()] - seen:
+            seen.add(w)
+            todo.append(w)
+    return seen
+
+
+def test_no_import_cycle_in_common():
+    assert not cycles(GRAPH), cycles(GRAPH)
+
+
+def test_cycle_finder_sees_a_package_init_cycle():
+    """The check itself: a package whose __init__ defines what its modules import back is a cycle."""
+    graph = {"p": {"p.a"}, "p.a": {"p"}, "q": set()}
+    assert cycles(graph) == [["p", "p.a"]]
+
+
+RENDERERS_ALL = sorted({p for pattern in RENDERER_NAMES for p in REPORT.glob(pattern)})
+
+
+@pytest.mark.parametrize("path", RENDERERS_ALL, ids=lambda p: p.name)
+def test_renderers_reach_no_rules_module(path):
+    """A renderer shows findings (common.report.findings); it neither imports a rule nor reaches one
+    through what it imports (the package common.report, whose analyze runs them, included)."""
+    rules = {m for m in reachable(GRAPH, _module_name(path)) | GRAPH[_module_name(path)]
+             if m == "common.report.rules" or m.startswith("common.report.rules.") or m == "common.report"}
+    assert not rules, rules
+
+
+def test_shared_modules_import_nothing_from_the_report():
+    """The modules of common/ the report uses (output, errors, commands, ...) import nothing from
+    common/report: the dependency runs report -> shared only. The lessons' helpers that print the
+    report (lesson.py, distributed.py) are its callers, and the report imports none of them."""
+    report = {m for m in MODULES if m == "common.report" or m.startswith("common.report.")}
+    shared = set().union(*(GRAPH[m] for m in report)) - report
+    assert shared >= {"common.output", "common.errors", "common.commands"}, shared
+    wrong = {m: GRAPH[m] & report for m in shared if GRAPH[m] & report}
+    assert not wrong, wrong
+    callers = {m for m in MODULES if m not in report and GRAPH[m] & report}
+    assert not callers & set().union(*(reachable(GRAPH, m) for m in report)), callers

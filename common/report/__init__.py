@@ -20,7 +20,7 @@ Importing this package is cheap (no torch, no numpy): the pipeline loads on firs
 from __future__ import annotations
 
 
-def model_of(path, *, parallel: bool = False, max_bytes: int | None = None):
+def tables_of(path, *, parallel: bool = False, max_bytes: int | None = None):
     """The :class:`~common.report.tables.Tables` of one trace file (its model and every number; no
     findings): load -> model -> tables; bad input raises :class:`common.errors.BadInput`. With ``parallel``, a big plain-JSON file is decoded by two
     processes (a fork: the command line uses it, a library caller inside a torch program does not);
@@ -37,7 +37,7 @@ def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):
     """(tables, findings) for one trace file; bad input raises :class:`common.errors.BadInput`."""
     from common.report.rules import run_rules
 
-    tables = model_of(path, parallel=parallel, max_bytes=max_bytes)
+    tables = tables_of(path, parallel=parallel, max_bytes=max_bytes)
     return tables, run_rules(tables)
 
 
@@ -160,11 +160,5 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def main(argv=None) -> int:
-    from common.report.__main__ import main as _main
-
-    return _main(argv)
-
-
-__all__ = ["analyze", "model_of", "report_json", "print_short_report", "lesson_report", "write_html",
-           "print_short_job_report", "job_verdict", "main"]
+__all__ = ["analyze", "tables_of", "report_json", "print_short_report", "lesson_report", "write_html",
+           "print_short_job_report", "job_verdict"]

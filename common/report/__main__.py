@@ -301,10 +301,10 @@ def _glance(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """Two traces' tables side by side (no rules run: the comparison reads numbers only)."""
-    from common.report import model_of
+    from common.report import tables_of
     from common.report.compare import compare, render_compare
 
-    a, b = (model_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
+    a, b = (tables_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
     result = compare(a, b)
     write_pictures(args, None, None, compared=result)
     if args.json:

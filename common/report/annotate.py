@@ -19,7 +19,7 @@ from pathlib import Path
 from common.errors import fail
 from common.output import identity, writing
 from common.report.tables import Tables
-from common.report.rules import Finding
+from common.report.findings import Finding
 
 FINDINGS_PID = 999_999_001  # a process id no profiler hands out (Kineto's are OS pids or small device ids)
 FINDINGS_KEY = "report_findings"

@@ -14,7 +14,7 @@ import json
 from common.report import names as trace_names
 from common.report.tables import Tables
 from common.report.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
-from common.report.rules import Finding
+from common.report.findings import Finding
 from common.report.step_series import breakdown_series, pair_series, spread_series, spread_title
 from common.report.timeline_links import view_command
 from common.report.units import fmt_us

@@ -3,7 +3,7 @@
 :func:`build` makes it from the loaded columns in named steps: impossible values out
 (:mod:`.plausible`), the host steps and the window, the CPU lane with its call tree, the device
 lane with each event's launch, op and category. Then :mod:`.tables` computes, once, every number
-the rules and renderers read (:func:`common.report.model_of` runs load, model and tables). The
+the rules and renderers read (:func:`common.report.tables_of` runs load, model and tables). The
 model holds numpy columns (``m.cpu.ts``, ``m.dev.name``: :mod:`.lanes`), so no Python loop runs per event.
 
 Times are microseconds relative to the window's start (``t0``) unless a name says otherwise.

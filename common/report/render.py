@@ -16,7 +16,7 @@ from common.report.occupancy import occupancy_caption
 from common.report.render_memory import memory_json, render_memory, short_line
 from common.report.tables import Tables
 from common.report.render_guess import guess_table
-from common.report.rules import Finding
+from common.report.findings import Finding
 from common.report.units import fmt_us, json_ready
 
 def to_json(t: Tables, findings: list[Finding]) -> dict:

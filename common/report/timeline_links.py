@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from common.commands import display_path, uv_run
-from common.report.rules import Finding
+from common.report.findings import Finding
 from common.report.tables import Tables
 
 MARGIN = 0.1  # of the spans' extent, on each side

@@ -19,43 +19,11 @@ findings is decided.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
-from common.report.rows import Span
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    message: str  # one line: what was seen, with the numbers
-    hint: str = ""  # what to try
-    evidence: dict = field(default_factory=dict)
-    level: str = "info"  # info | warn | note
-    spans: tuple = ()  # Span: where in time it happened, inside the window (the annotated trace draws them)
-
-    def to_json(self) -> dict:
-        return dict(rule=self.rule, level=self.level, message=self.message, hint=self.hint, evidence=self.evidence)
-
-
-def in_window(t, spans) -> tuple:
-    """``spans`` (Span or (start, duration) pairs, µs from the window's start) clipped to the window;
-    those wholly outside it are left out."""
-    w0, w1 = t.model.window
-    out = []
-    for start, dur in spans:
-        a, b = max(start, w0), min(start + max(dur, 0.0), w1)
-        if b >= a:
-            out.append(Span(a, b - a))
-    return tuple(out)
-
-
-# The theme modules import Finding from here: defined above, before they are imported.
-from common.report.rules import compile as compiled  # noqa: E402
-from common.report.rules import attention, copies, gemm, guess, overhead, phases, timeline, trace  # noqa: E402
-from common.report.rules import memory  # noqa: E402
-from common.report.rules import regime, roofline  # noqa: E402
-from common.report.rules import first_step  # noqa: E402
-from common.report.rules import hand_written  # noqa: E402
+from common.report.findings import Finding
+from common.report.rules import attention, copies, first_step, gemm, guess, hand_written, memory, overhead, phases
+from common.report.rules import compile as compiled
+from common.report.rules import regime, roofline, timeline, trace
 
 # Every rule, in the order of the report's findings.
 RULES: list = [

@@ -10,7 +10,7 @@ start; :func:`first_recorded_step` here names the profiler's step for what it is
 from __future__ import annotations
 
 from common.report import names as trace_names
-from common.report.rules import Finding, in_window
+from common.report.findings import Finding, in_window
 from common.report.rules.judge import first_step, wide_first_step
 from common.report.steadiness import COLD, PROFILER, Spread
 from common.report.tables import Tables

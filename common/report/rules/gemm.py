@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from common.report import names as trace_names
 from common.report.gpus import Gpu
+from common.report.findings import Finding
 from common.report.rules import advice
-from common.report.rules import Finding
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 

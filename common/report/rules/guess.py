@@ -6,7 +6,7 @@ from collections import Counter
 
 from common.report import names as trace_names
 from common.report.guessed import AS_GUESSED, MISSING, NOT_GUESSED
-from common.report.rules import Finding, in_window
+from common.report.findings import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_bytes
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.rules import Finding
+from common.report.findings import Finding
 from common.report.tables import Tables
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.report.model import STEP_RE
+from common.report.findings import Finding, in_window
 from common.report.rules import advice, regime
-from common.report.rules import Finding, in_window
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
 from common.report.rules.per_step import around, dispatch_text, ops_per_call, outlier_note
 from common.report.rates import fmt_tflops

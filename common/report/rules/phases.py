@@ -3,8 +3,8 @@ work is overhead-bound."""
 
 from __future__ import annotations
 
+from common.report.findings import Finding, in_window
 from common.report.rules import advice
-from common.report.rules import Finding, in_window
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from common.report.rates import fmt_gbs, fmt_pct, fmt_tflops
 from common.report.regime import DEVICE_BOUND_FROM, OVERHEAD_BELOW, Regime, matrix_bound
-from common.report.rules import Finding, advice, in_window
+from common.report.findings import Finding, in_window
+from common.report.rules import advice
 from common.report.tables import Tables
 from common.report.units import fmt_us, rounded
 

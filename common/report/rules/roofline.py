@@ -5,7 +5,7 @@ from __future__ import annotations
 from common.report.rates import fmt_flops, fmt_pct, fmt_tflops
 from common.report.knob_work import ATTENTION, GEMMS
 from common.report.roofline import KNOB_ROWS, KNOBS_OP, Judged, row_json
-from common.report.rules import Finding
+from common.report.findings import Finding
 from common.report.tables import Tables
 from common.report.units import rounded
 

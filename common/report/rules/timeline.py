@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from common.report import names as trace_names
-from common.report.rules import Finding, in_window
+from common.report.findings import Finding, in_window
 from common.report.rules.first_step import others_label, times, what_it_holds
 from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, matmul_gflops,
                                       step_times, warmed_up)
