@@ -392,16 +392,17 @@ def test_issue_27_roofline_cases(tmp_path, case):
 
 
 def test_cpu_matmul_rate_beyond_any_cpu_is_no_verdict(tmp_path, cpu_shapes_trace):
-    """The lesson's knobs say 2^62 FLOPs per step (a value that fits in int64, but no CPU runs it in
-    microseconds): no finding prints that rate as the CPU's, and the roofline flags its row."""
+    """The lesson's knobs say a 2^20-square matmul (2^61 FLOPs a call: its shape fits in int64, but no CPU
+    runs it in microseconds): no finding prints that rate as the CPU's, and the roofline flags its row."""
     doc = _load(cpu_shapes_trace)
-    doc["lesson"]["matmul_flops_per_step"] = 2 ** 62
+    doc["lesson"]["shape"] = [2 ** 20]  # the roofline's knobs row counts the GEMMs from the lesson's shape
+    doc["lesson"]["matmul_flops_per_step"] = 2 * (2 ** 20) ** 3
     for e in doc["traceEvents"]:
         e.get("args", {}).pop("Input Dims", None)  # the knobs' row, not record_shapes'
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     out, text, page = _all_three(tmp_path, path)
-    _check_roofline(out, text, page, "2^62 FLOPs per step")
+    _check_roofline(out, text, page, "a 2^20-square matmul")
     assert out["roofline"]["rows"][0]["impossible"] and "beyond any CPU" in out["roofline"]["rows"][0]["impossible"]
     for f in out["findings"]:
         if f["rule"] != "roofline":  # the CPU rules (overhead, busy machine) read no rate beyond any CPU
