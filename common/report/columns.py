@@ -319,36 +319,39 @@ def _launch_args(event) -> tuple:
     return _LAUNCH_ARG_GETTER(args) if args is not None else _NO_LAUNCH_ARGS
 
 
-def _remap(a_keys: list, b_keys: list) -> tuple[list, np.ndarray]:
-    """The keys of ``a`` then the new keys of ``b``, and where each of ``b``'s keys went."""
-    index = {k: i for i, k in enumerate(a_keys)}
-    merged = list(a_keys)
-    where = np.empty(len(b_keys), dtype=np.int64)
-    for j, key in enumerate(b_keys):
+def _remap(keys: list, index: dict, more: list) -> np.ndarray:
+    """Append to ``keys`` (``index``: key -> its place) the keys of ``more`` it lacks; where each of ``more``'s went."""
+    where = np.empty(len(more), dtype=np.int64)
+    for j, key in enumerate(more):
         i = index.get(key)
         if i is None:
-            i = index[key] = len(merged)
-            merged.append(key)
+            i = index[key] = len(keys)
+            keys.append(key)
         where[j] = i
-    return merged, where
+    return where
 
 
-def merge(a: Columns, b: Columns) -> Columns:
-    """Columns of two consecutive slices of one trace, as if extracted at once."""
-    names, name_of_b = _remap(a.names, b.names)
-    threads, thread_of_b = _remap(a.threads, b.threads)
+def merge(*parts: Columns) -> Columns:
+    """Columns of consecutive slices of one trace, as if extracted at once (each column joined once)."""
+    names, threads, name_index, thread_index = [], [], {}, {}
+    pieces = {f.name: [] for f in fields(Columns)}
+    for part in parts:
+        name_of = _remap(names, name_index, part.names)
+        thread_of = _remap(threads, thread_index, part.threads)
+        for f in fields(Columns):
+            value = getattr(part, f.name)
+            if f.name == "name" and value.size:
+                value = name_of[value]
+            elif f.name == "thread" and value.size:
+                value = thread_of[value]
+            pieces[f.name].append(value)
     joined = {}
-    for f in fields(Columns):
-        left, right = getattr(a, f.name), getattr(b, f.name)
-        if f.name == "name":
-            right = name_of_b[right] if right.size else right
-        elif f.name == "thread":
-            right = thread_of_b[right] if right.size else right
-        if isinstance(left, np.ndarray):
-            joined[f.name] = np.concatenate((left, right))
-        elif isinstance(left, list):
-            joined[f.name] = left + right
+    for name, values in pieces.items():
+        if isinstance(values[0], np.ndarray):
+            joined[name] = np.concatenate(values)
+        elif isinstance(values[0], list):
+            joined[name] = [v for value in values for v in value]
         else:
-            joined[f.name] = left + right  # the counts
+            joined[name] = sum(values)  # the counts
     joined["names"], joined["threads"] = names, threads
     return Columns(**joined)
