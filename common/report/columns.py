@@ -197,19 +197,19 @@ def extract(events: list, memory: list = ()) -> Columns:
     name, names = printable_keys(*factorize(list(map(attrgetter("name"), events))))
 
     def pick(rows: np.ndarray) -> list:
-        return [events[i] for i in rows.tolist()]
+        return list(map(events.__getitem__, rows.tolist()))
 
     cpu_events = pick(np.flatnonzero(group <= Group.PYTHON))
     thread, threads = printable_keys(*factorize(list(map(attrgetter("tid"), cpu_events))))
     corr = np.full(len(cpu_events), -1, dtype=np.int64)
     runtime = np.flatnonzero(group[group <= Group.PYTHON] == Group.RUNTIME)
-    corr[runtime], bad_corr = id_array([_arg(cpu_events[i], "correlation") for i in runtime.tolist()])
+    corr[runtime], bad_corr = id_array(_args_field(map(cpu_events.__getitem__, runtime.tolist()), "correlation"))
     op_shapes = _op_shapes(cpu_events, name[group <= Group.PYTHON], group[group <= Group.PYTHON], names)
     del cpu_events
 
     on_device = (group >= Group.KERNEL) & (group <= Group.MEMSET)
     device_events = pick(np.flatnonzero(on_device))
-    args = dict(zip(LAUNCH_ARGS, zip(*[_launch_args(e) for e in device_events]))) or {a: () for a in LAUNCH_ARGS}
+    args = dict(zip(LAUNCH_ARGS, zip(*_args_field(device_events, LAUNCH_ARGS)))) or {a: () for a in LAUNCH_ARGS}
     dev_corr, bad_dev_corr = id_array(args["correlation"])
     dev_device, bad_device = id_array(list(map(attrgetter("pid"), device_events)))
     columns = Columns(
@@ -305,18 +305,15 @@ def _op_shapes(cpu_events: list, name: np.ndarray, group: np.ndarray, names: lis
     return out
 
 
-def _arg(event, key: str):
-    args = event.args
-    return getattr(args, key) if args is not None else None
+def _args_field(events, keys) -> list:
+    """Per event, its ``args``' field ``keys`` (a name: the value; a tuple of names: a tuple), None where it has no args."""
+    args = list(map(attrgetter("args"), events))
+    if args.count(None):
+        args = [_NO_ARGS if a is None else a for a in args]
+    return list(map(attrgetter(*keys) if isinstance(keys, tuple) else attrgetter(keys), args))
 
 
-_NO_LAUNCH_ARGS = (None,) * len(LAUNCH_ARGS)
-_LAUNCH_ARG_GETTER = attrgetter(*LAUNCH_ARGS)
-
-
-def _launch_args(event) -> tuple:
-    args = event.args
-    return _LAUNCH_ARG_GETTER(args) if args is not None else _NO_LAUNCH_ARGS
+_NO_ARGS = SimpleNamespace(**dict.fromkeys(LAUNCH_ARGS))
 
 
 def _remap(keys: list, index: dict, more: list) -> np.ndarray:
