@@ -2,7 +2,8 @@
 
 The loader decodes complete events into small structs; :func:`extract` turns a list of them into
 :class:`Columns` in a handful of C-level passes (no Python loop per event except to pull fields
-out). The two-process load extracts each half of a big file separately and :func:`merge`\\ s them.
+out). A big file is extracted a slice at a time (in two processes on the command line) and
+:func:`merge` joins the slices' columns.
 This module holds the trace categories (the one vocabulary the report reads them by) and the
 names of collectives' events; it knows nothing of steps, trees or rules.
 """

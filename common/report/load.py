@@ -15,11 +15,14 @@ device); every other phase (flow arrows, metadata) is decoded into an empty stru
 msgspec skips. The structs become :class:`~common.report.columns.Columns` here, and the structs
 are dropped before the model is built.
 
-Speed is this module's business and stays inside it: a plain JSON file is memory-mapped, not
-copied; the garbage collector is off while millions of structs are made; on the command line a
-big plain file is decoded by two processes, half each (:func:`load` with ``parallel``), and the
-decoded structs can be kept until the process leaves with ``os._exit`` instead of being freed one
-by one (:func:`keep_decoded_until_exit`).
+Speed and memory are this module's business and stay inside it: a plain JSON file is memory-mapped,
+not copied; the garbage collector is off while millions of structs are made; JSON text over
+``SPLIT_MIN`` is decoded a slice of ``SLICE_BYTES`` at a time (cut between events, :mod:`.spans`),
+each slice's structs turned into columns and freed before the next, so the peak holds columns, not
+every decoded event; on the command line a big plain file's slices are shared by two processes, half
+each (:func:`load` with ``parallel``). A smaller file is decoded at once, and its structs can be kept
+until the process leaves with ``os._exit`` instead of being freed one by one
+(:func:`keep_decoded_until_exit`).
 """
 
 from __future__ import annotations
