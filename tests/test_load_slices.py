@@ -92,3 +92,16 @@ def test_begin_left_open_at_a_slice_end_falls_back_to_the_whole(tmp_path, monkey
         assert spans  # the sliced path was tried
         assert {o["name"]: o["cpu_total_us"] for o in sliced["ops"]}["aten::add"] == 45_000
         assert sliced == _report(path, monkeypatch, sliced=False)[0]
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_sliced_load_of_a_bare_array_with_a_byte_order_mark(tmp_path, monkeypatch, parallel):
+    """Chrome's JSON Array format (no traceEvents object), after a UTF-8 BOM: cut and decoded the same."""
+    doc = json.loads(gzip.decompress((DATA_TRACES / "hta" / "a100_rank3.json.gz").read_bytes()))
+    path = tmp_path / "array.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc["traceEvents"], indent=1).encode())
+    monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
+    whole, _ = _report(path, monkeypatch, sliced=False)
+    sliced, spans = _report(path, monkeypatch, sliced=True, parallel=parallel)
+    assert spans and spans[0] >= 2
+    assert sliced == whole
