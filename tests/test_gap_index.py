@@ -15,8 +15,9 @@ from conftest import DATA_TRACES
 from h100 import h100_trace
 
 
-@pytest.mark.parametrize("path", [DATA_TRACES / "hta" / "v100_ddp_rank1.json.gz", DATA_TRACES / "hta" / "a100_rank3.json.gz",
-                                  h100_trace("attn_naive"), h100_trace("p1_64")], ids=lambda p: p.name[:20])
+@pytest.mark.parametrize("path", [DATA_TRACES / "hta" / "v100_ddp_rank1.json.gz",
+                                  DATA_TRACES / "hta" / "a100_rank3.json.gz", h100_trace("attn_naive"),
+                                  h100_trace("p1_64")], ids=lambda p: p.name[:20])
 def test_gap_index_finds_what_the_scans_found(path):
     m = model_of(path).model
     dev, cpu, index = m.dev, m.cpu, GapIndex(m)

@@ -33,7 +33,8 @@ def _report(path, monkeypatch, *, sliced: bool, parallel: bool = False) -> tuple
     monkeypatch.setattr(L, "SLICE_BYTES", SLICE)
     spans = []
     real = L._decode_spans
-    monkeypatch.setattr(L, "_decode_spans", lambda data, start, s, **kw: spans.append(len(s)) or real(data, start, s, **kw))
+    monkeypatch.setattr(L, "_decode_spans",
+                        lambda data, start, s, **kw: spans.append(len(s)) or real(data, start, s, **kw))
     return to_json(*analyze(path, parallel=parallel)), spans
 
 

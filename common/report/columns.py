@@ -307,7 +307,8 @@ def _op_shapes(cpu_events: list, name: np.ndarray, group: np.ndarray, names: lis
 
 
 def _args_field(events, keys) -> list:
-    """Per event, its ``args``' field ``keys`` (a name: the value; a tuple of names: a tuple), None where it has no args."""
+    """Per event, its ``args``' field ``keys`` (a name: the value; a tuple of names: a tuple); None where the
+    event has no args."""
     args = list(map(attrgetter("args"), events))
     if args.count(None):
         args = [_NO_ARGS if a is None else a for a in args]
@@ -318,7 +319,8 @@ _NO_ARGS = SimpleNamespace(**dict.fromkeys(LAUNCH_ARGS))
 
 
 def _remap(keys: list, index: dict, more: list) -> np.ndarray:
-    """Append to ``keys`` (``index``: key -> its place) the keys of ``more`` it lacks; where each of ``more``'s went."""
+    """Append to ``keys`` (``index``: key -> its place) the keys of ``more`` it lacks; where each of
+    ``more``'s keys went."""
     where = np.empty(len(more), dtype=np.int64)
     for j, key in enumerate(more):
         i = index.get(key)
