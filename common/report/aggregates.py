@@ -16,7 +16,7 @@ import numpy as np
 
 from common.report import names as trace_names
 from common.report.columns import factorize
-from common.report.gap_cause import GapCause, gap_cause
+from common.report.gap_cause import GapCause, GapIndex, gap_cause
 from common.report.gpus import Gpu, gpu_of
 from common.report.intervals import Intervals
 from common.report.model import ANNOTATION, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
@@ -260,7 +260,7 @@ def kernel_gaps(m: Model, gpu_busy: Intervals, aligned: AlignedSteps) -> tuple:
     if not m.has_gpu or m.window_source != "ProfilerStep" or len(m.steps) < 2:
         return ()
     dev = m.dev
-    out = []
+    out, index = [], GapIndex(m)
     for i in range(len(m.steps)):
         sel = dev.step == i
         if sel.sum() < 2:
@@ -278,7 +278,7 @@ def kernel_gaps(m: Model, gpu_busy: Intervals, aligned: AlignedSteps) -> tuple:
         k = int(np.argmax(ge - gs))
         g0, g1 = float(gs[k]), float(ge[k])
         out.append(KernelGap(float(ge[k] - gs[k]), g0, g1,
-                             tuple(o[0] for o in m.overheads if o[1] < g1 and o[1] + o[2] > g0), gap_cause(m, g0, g1)))
+                             tuple(o[0] for o in m.overheads if o[1] < g1 and o[1] + o[2] > g0), gap_cause(m, g0, g1, index)))
     return tuple(out)
 
 

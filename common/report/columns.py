@@ -2,7 +2,8 @@
 
 The loader decodes complete events into small structs; :func:`extract` turns a list of them into
 :class:`Columns` in a handful of C-level passes (no Python loop per event except to pull fields
-out). The two-process load extracts each half of a big file separately and :func:`merge`\\ s them.
+out). A big file is extracted a slice at a time (in two processes on the command line) and
+:func:`merge` joins the slices' columns.
 This module holds the trace categories (the one vocabulary the report reads them by) and the
 names of collectives' events; it knows nothing of steps, trees or rules.
 """
@@ -198,19 +199,19 @@ def extract(events: list, memory: list = ()) -> Columns:
     name, names = printable_keys(*factorize(list(map(attrgetter("name"), events))))
 
     def pick(rows: np.ndarray) -> list:
-        return [events[i] for i in rows.tolist()]
+        return list(map(events.__getitem__, rows.tolist()))
 
     cpu_events = pick(np.flatnonzero(group <= Group.PYTHON))
     thread, threads = printable_keys(*factorize(list(map(attrgetter("tid"), cpu_events))))
     corr = np.full(len(cpu_events), -1, dtype=np.int64)
     runtime = np.flatnonzero(group[group <= Group.PYTHON] == Group.RUNTIME)
-    corr[runtime], bad_corr = id_array([_arg(cpu_events[i], "correlation") for i in runtime.tolist()])
+    corr[runtime], bad_corr = id_array(_args_field(map(cpu_events.__getitem__, runtime.tolist()), "correlation"))
     op_shapes = _op_shapes(cpu_events, name[group <= Group.PYTHON], group[group <= Group.PYTHON], names)
     del cpu_events
 
     on_device = (group >= Group.KERNEL) & (group <= Group.MEMSET)
     device_events = pick(np.flatnonzero(on_device))
-    args = dict(zip(LAUNCH_ARGS, zip(*[_launch_args(e) for e in device_events]))) or {a: () for a in LAUNCH_ARGS}
+    args = dict(zip(LAUNCH_ARGS, zip(*_args_field(device_events, LAUNCH_ARGS)))) or {a: () for a in LAUNCH_ARGS}
     dev_corr, bad_dev_corr = id_array(args["correlation"])
     dev_device, bad_device = id_array(list(map(attrgetter("pid"), device_events)))
     columns = Columns(
@@ -307,50 +308,52 @@ def _op_shapes(cpu_events: list, name: np.ndarray, group: np.ndarray, names: lis
     return out
 
 
-def _arg(event, key: str):
-    args = event.args
-    return getattr(args, key) if args is not None else None
+def _args_field(events, keys) -> list:
+    """Per event, its ``args``' field ``keys`` (a name: the value; a tuple of names: a tuple); None where the
+    event has no args."""
+    args = list(map(attrgetter("args"), events))
+    if args.count(None):
+        args = [_NO_ARGS if a is None else a for a in args]
+    return list(map(attrgetter(*keys) if isinstance(keys, tuple) else attrgetter(keys), args))
 
 
-_NO_LAUNCH_ARGS = (None,) * len(LAUNCH_ARGS)
-_LAUNCH_ARG_GETTER = attrgetter(*LAUNCH_ARGS)
+_NO_ARGS = SimpleNamespace(**dict.fromkeys(LAUNCH_ARGS))
 
 
-def _launch_args(event) -> tuple:
-    args = event.args
-    return _LAUNCH_ARG_GETTER(args) if args is not None else _NO_LAUNCH_ARGS
-
-
-def _remap(a_keys: list, b_keys: list) -> tuple[list, np.ndarray]:
-    """The keys of ``a`` then the new keys of ``b``, and where each of ``b``'s keys went."""
-    index = {k: i for i, k in enumerate(a_keys)}
-    merged = list(a_keys)
-    where = np.empty(len(b_keys), dtype=np.int64)
-    for j, key in enumerate(b_keys):
+def _remap(keys: list, index: dict, more: list) -> np.ndarray:
+    """Append to ``keys`` (``index``: key -> its place) the keys of ``more`` it lacks; where each of
+    ``more``'s keys went."""
+    where = np.empty(len(more), dtype=np.int64)
+    for j, key in enumerate(more):
         i = index.get(key)
         if i is None:
-            i = index[key] = len(merged)
-            merged.append(key)
+            i = index[key] = len(keys)
+            keys.append(key)
         where[j] = i
-    return merged, where
+    return where
 
 
-def merge(a: Columns, b: Columns) -> Columns:
-    """Columns of two consecutive slices of one trace, as if extracted at once."""
-    names, name_of_b = _remap(a.names, b.names)
-    threads, thread_of_b = _remap(a.threads, b.threads)
+def merge(*parts: Columns) -> Columns:
+    """Columns of consecutive slices of one trace, as if extracted at once (each column joined once)."""
+    names, threads, name_index, thread_index = [], [], {}, {}
+    pieces = {f.name: [] for f in fields(Columns)}
+    for part in parts:
+        name_of = _remap(names, name_index, part.names)
+        thread_of = _remap(threads, thread_index, part.threads)
+        for f in fields(Columns):
+            value = getattr(part, f.name)
+            if f.name == "name" and value.size:
+                value = name_of[value]
+            elif f.name == "thread" and value.size:
+                value = thread_of[value]
+            pieces[f.name].append(value)
     joined = {}
-    for f in fields(Columns):
-        left, right = getattr(a, f.name), getattr(b, f.name)
-        if f.name == "name":
-            right = name_of_b[right] if right.size else right
-        elif f.name == "thread":
-            right = thread_of_b[right] if right.size else right
-        if isinstance(left, np.ndarray):
-            joined[f.name] = np.concatenate((left, right))
-        elif isinstance(left, list):
-            joined[f.name] = left + right
+    for name, values in pieces.items():
+        if isinstance(values[0], np.ndarray):
+            joined[name] = np.concatenate(values)
+        elif isinstance(values[0], list):
+            joined[name] = [v for value in values for v in value]
         else:
-            joined[f.name] = left + right  # the counts
+            joined[name] = sum(values)  # the counts
     joined["names"], joined["threads"] = names, threads
     return Columns(**joined)

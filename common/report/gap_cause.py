@@ -39,13 +39,47 @@ class GapCause:
         return self.launch is not None and self.late_us > 0
 
 
-def gap_cause(m: Model, start: float, end: float) -> Optional[GapCause]:
+class GapIndex:
+    """The device events by start and a thread's CPU events by start, sorted once per model (on first
+    use), so each gap's look-ups are binary searches, not scans of the trace (a long trace has a gap per step)."""
+
+    def __init__(self, m: Model) -> None:
+        self.m, self.dev_order, self.dev_ts, self.threads = m, None, None, {}
+
+    def first_starting_at(self, end: float) -> Optional[int]:
+        """The first device event (in trace order) whose start is ``np.isclose`` to ``end`` (atol 1 ns)."""
+        ts = self.m.dev.ts
+        if self.dev_order is None:
+            self.dev_order = np.argsort(ts, kind="stable")
+            self.dev_ts = ts[self.dev_order]
+        tol = 2 * (1e-3 + 1e-5 * abs(end))  # twice isclose's tolerance: the exact test below decides
+        lo, hi = np.searchsorted(self.dev_ts, [end - tol, end + tol], side="left")
+        near = self.dev_order[lo:hi + 1]
+        near = near[np.isclose(ts[near], end, atol=1e-3)]
+        return int(near.min()) if near.size else None
+
+    def overlapping(self, thread: int, start: float, end: float) -> np.ndarray:
+        """The CPU events on ``thread`` with ts < end and end > start, in trace order."""
+        cpu = self.m.cpu
+        if thread not in self.threads:
+            rows = np.flatnonzero(cpu.thread == thread)
+            order = rows[np.argsort(cpu.ts[rows], kind="stable")]
+            ends = cpu.end[order]
+            self.threads[thread] = order, cpu.ts[order], np.maximum.accumulate(np.where(np.isnan(ends), -np.inf, ends))
+        order, ts, max_end = self.threads[thread]
+        began = int(np.searchsorted(ts, end, side="left"))  # ts < end
+        first = int(np.searchsorted(max_end[:began], start, side="right"))  # before it, every event ended by start
+        rows = order[first:began]
+        return np.sort(rows[cpu.end[rows] > start])
+
+
+def gap_cause(m: Model, start: float, end: float, index: Optional[GapIndex] = None) -> Optional[GapCause]:
     """The cause of the gap [start, end] on the device lane (None: no device event starts at its end)."""
     dev, cpu = m.dev, m.cpu
-    after = np.flatnonzero(np.isclose(dev.ts, end, atol=1e-3))
-    if not after.size:
+    index = index or GapIndex(m)
+    k = index.first_starting_at(end)
+    if k is None:
         return None
-    k = int(after[0])
     name = m.names[int(dev.name[k])]
     launch, op = int(dev.launch[k]), int(dev.op[k])
     if launch < 0:
@@ -53,14 +87,14 @@ def gap_cause(m: Model, start: float, end: float) -> Optional[GapCause]:
     l0, ldur = float(cpu.ts[launch]), float(cpu.dur[launch])
     o = (m.names[int(cpu.name[op])], float(cpu.ts[op]), float(cpu.dur[op])) if op >= 0 else (None, None, None)
     return GapCause(name, m.names[int(cpu.name[launch])], l0, ldur, *o, max(l0 - start, 0.0),
-                    _busy(m, int(cpu.thread[launch]), start, end))
+                    _busy(m, index.overlapping(int(cpu.thread[launch]), start, end), start, end))
 
 
-def _busy(m: Model, thread: int, start: float, end: float) -> tuple:
-    """The deepest CPU events on ``thread`` that overlap [start, end], by their overlap, longest first
-    (an event with a child overlapping the gap is left for the child, unless its own part is longer)."""
+def _busy(m: Model, sel: np.ndarray, start: float, end: float) -> tuple:
+    """The deepest of the CPU events ``sel`` (those on the launch's thread that overlap [start, end]), by their
+    overlap, longest first (an event with a child overlapping the gap is left for the child, unless its own
+    part is longer)."""
     cpu = m.cpu
-    sel = np.flatnonzero((cpu.thread == thread) & (cpu.ts < end) & (cpu.end > start))
     if not sel.size:
         return ()
     overlap = np.minimum(cpu.end[sel], end) - np.maximum(cpu.ts[sel], start)

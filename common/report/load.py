@@ -15,11 +15,14 @@ device); every other phase (flow arrows, metadata) is decoded into an empty stru
 msgspec skips. The structs become :class:`~common.report.columns.Columns` here, and the structs
 are dropped before the model is built.
 
-Speed is this module's business and stays inside it: a plain JSON file is memory-mapped, not
-copied; the garbage collector is off while millions of structs are made; on the command line a
-big plain file is decoded by two processes, half each (:func:`load` with ``parallel``), and the
-decoded structs can be kept until the process leaves with ``os._exit`` instead of being freed one
-by one (:func:`keep_decoded_until_exit`).
+Speed and memory are this module's business and stay inside it: a plain JSON file is memory-mapped,
+not copied; the garbage collector is off while millions of structs are made; JSON text over
+``SPLIT_MIN`` is decoded a slice of ``SLICE_BYTES`` at a time (cut between events, :mod:`.spans`),
+each slice's structs turned into columns and freed before the next, so the peak holds columns, not
+every decoded event; on the command line a big plain file's slices are shared by two processes, half
+each (:func:`load` with ``parallel``). A smaller file is decoded at once, and its structs can be kept
+until the process leaves with ``os._exit`` instead of being freed one by one
+(:func:`keep_decoded_until_exit`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import re
 import stat
 import sys
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -43,9 +47,11 @@ from common.knobs import METADATA_KEY, RunKnobs
 from common.printable import printable_all
 from common.report.columns import Columns, extract, merge
 from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
+from common.report.spans import event_cuts
 
 MEMORY_EVENT_NAME = "[memory]"  # the instant events profile_memory=True writes
-SPLIT_MIN = 64 << 20  # plain JSON files this big are decoded by two processes, half each
+SPLIT_MIN = 64 << 20  # JSON text this big is decoded a slice at a time; a plain file, by two processes, half each
+SLICE_BYTES = 32 << 20  # the size of a slice
 MAX_META_DEPTH = 32  # trace-level metadata nested deeper than this is dropped (no real trace nests so)
 
 Number = Union[int, float, None]
@@ -273,12 +279,12 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
     enabled = gc.isenabled()
     gc.disable()  # millions of new objects: generational GC passes would only cost time
     try:
-        split = None
-        if (parallel and isinstance(data, mmap.mmap) and size >= SPLIT_MIN and hasattr(os, "fork")
-                and not os.environ.get("REPORT_ONE_PROCESS")):
-            split = _load_split(data, start)
-        if split is not None:
-            columns, meta, n_events = split
+        sliced = None
+        if size >= SPLIT_MIN:
+            sliced = _load_sliced(data, start, fork=parallel and isinstance(data, mmap.mmap) and hasattr(os, "fork")
+                                  and not os.environ.get("REPORT_ONE_PROCESS"))
+        if sliced is not None:
+            columns, meta, n_events = sliced
         else:
             events, complete, meta = _decode_whole(data, start, path)
             if isinstance(data, mmap.mmap):
@@ -352,9 +358,10 @@ def _deeper_than(value, limit: int) -> bool:
     return False
 
 
-def _complete_events(events: list, has_begin: bool, begin_type) -> list:
+def _complete_events(events: list, has_begin: bool, begin_type, whole: bool = True) -> Optional[list]:
     """Complete events only; with ``has_begin`` (the decode saw a ``B``), ``B``/``E`` pairs (per
-    thread, a stack) become complete events too."""
+    thread, a stack) become complete events too. Not ``whole`` (a slice of the events): None when a
+    ``B`` is left open at the slice's end (its ``E`` may be in the next slice)."""
     complete = [e for e in events if e.__class__ is CompleteEvent]
     if has_begin:
         open_events: dict = {}
@@ -368,6 +375,8 @@ def _complete_events(events: list, has_begin: bool, begin_type) -> list:
                     begin = stack.pop()
                     complete.append(CompleteEvent(begin.name, begin.cat, begin.ts, max(0.0, e.ts - begin.ts),
                                                   begin.pid, begin.tid, begin.args))
+        if not whole and any(open_events.values()):
+            return None
     return complete
 
 
@@ -485,53 +494,47 @@ def _lenient_args(a) -> Optional[Args]:
     return Args(**kw)
 
 
-# ----------------------------------------------------------------------------- two processes
-
-_BOUNDARY = re.compile(rb"\}\s*(,)\s+\{\s*\"ph\"")
+# ----------------------------------------------------------------------------- slices and two processes
 
 
-def _find_split(mm, start: int) -> Optional[tuple[int, int]]:
-    """(comma between two events near the middle, position of the events array's ``]``)."""
-    n = len(mm)
-    found = _BOUNDARY.search(mm, n // 2, min(n, n // 2 + (8 << 20)))
-    if not found:
+def _load_sliced(data, start: int, fork: bool) -> Optional[tuple[Columns, dict, int]]:
+    """Decode + extract the events SLICE_BYTES at a time, each slice's structs freed before the next (the
+    peak holds columns, not every decoded event); with ``fork``, a child does the second half of the
+    slices. None on any surprise (no cut, a ``B`` event, a decode error): the caller decodes the whole."""
+    if fork:
+        return _load_split(data, start)
+    found = _spans(data, start, SLICE_BYTES)
+    if found is None:
         return None
-    comma = found.start(1)
-    array_form = mm[start:start + 1] == b"["
-    # the array's end: the last ']' preceded by '}' whose tail parses as the rest of the document
-    pos = n
-    for _ in range(8):
-        pos = mm.rfind(b"]", comma, pos)
-        if pos < 0:
-            return None
-        if mm[max(comma, pos - 64):pos].rstrip().endswith(b"}") and _tail_closes(mm[pos + 1:], array_form):
-            return comma, pos
-    return None
+    spans, end = found
+    return _with_tail_keys(data, start, end, _decode_spans(data, start, spans, pair_begins=False))
 
 
-def _tail_closes(tail: bytes, array_form: bool) -> bool:
-    """Whether what follows the events array ends the document (the rest of an object, or nothing)."""
-    tail = tail.strip()
-    if array_form:
-        return not tail
-    if tail == b"}":
-        return True
-    if not tail.startswith(b","):
-        return False
-    try:
-        msgspec.json.decode(b"{" + tail[1:])
-        return True
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return False
+def _spans(data, start: int, every: int) -> Optional[tuple[list, int]]:
+    """((lo, hi) of each slice: the first holds the document's head, the others start at a comma; the
+    array's ``]``), or None when the events array has no cut."""
+    found = event_cuts(data, start, every)
+    if found is None:
+        return None
+    cuts, end = found
+    bounds = [start] + cuts + [end]
+    return list(zip(bounds, bounds[1:])), end
+
+
+def _with_tail_keys(data, start: int, end: int, loaded):
+    """``loaded`` with the metadata keys that follow the events array (e.g. ``traceName``)."""
+    if loaded is not None and data[start:start + 1] != b"[":
+        loaded[1].update({k: v for k, v in _tail_keys(data[end + 1:]).items() if k not in loaded[1]})
+    return loaded
 
 
 def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
-    """Decode + extract two halves in two processes; None when the file does not split cleanly."""
-    found = _find_split(mm, start)
+    """The first half of the slices here, the second in a forked child that sends back its columns."""
+    found = _spans(mm, start, min(SLICE_BYTES, max(1, (len(mm) - start) // 2)))
     if found is None:
         return None
-    comma, end = found
-    # mm is a private copy-on-write mapping: each process edits its own pages in place
+    spans, end = found
+    half = len(spans) // 2  # the child's share is the larger: this process goes on to the model
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -541,10 +544,10 @@ def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
         return None
     if pid == 0:
         os.close(read_end)
-        os._exit(_second_half_in_child(mm, comma, end, write_end))
+        os._exit(_second_half_in_child(mm, start, spans[half:], write_end))
     os.close(write_end)
     try:
-        first = _first_half(mm, start, comma)
+        first = _decode_spans(mm, start, spans[:half], pair_begins=False)
         with os.fdopen(read_end, "rb") as f:
             payload = f.read()
         _, status = os.waitpid(pid, 0)
@@ -559,21 +562,18 @@ def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
         return None
     columns_a, meta, n_a = first
     columns_b, n_b = pickle.loads(payload)
-    if mm[start:start + 1] != b"[":  # the keys after traceEvents (e.g. traceName) are in the second half
-        meta.update({k: v for k, v in _tail_keys(mm[end + 1:]).items() if k not in meta})
-    return merge(columns_a, columns_b), meta, n_a + n_b
+    return _with_tail_keys(mm, start, end, (merge(columns_a, columns_b), meta, n_a + n_b))
 
 
-def _second_half_in_child(mm, comma: int, end: int, write_end: int) -> int:
-    """The child: decode the events after ``comma`` as a list, extract, send the columns; its exit code."""
+def _second_half_in_child(mm, start: int, spans: list, write_end: int) -> int:
+    """The child: decode + extract ``spans``, send the columns; its exit code. B/E pairs that lie wholly
+    in one slice pair up; a ``B`` left open at a slice's end fails it (the parent falls back)."""
     try:
-        mm[comma] = ord("[")
-        schema = _Schema()
-        events = schema.array_form.decode(memoryview(mm)[comma:end + 1])
-        # B/E pairs that lie wholly in this half pair up here; a pair split between the halves
-        # has its B in the first half, which the parent checks (and then falls back)
-        complete = _complete_events(events, schema.saw_begin, schema.begin_type)
-        payload = pickle.dumps((extract(complete, memory_events(events)), len(events)), protocol=pickle.HIGHEST_PROTOCOL)
+        decoded = _decode_spans(mm, start, spans, pair_begins=True)
+        if decoded is None:
+            return 1
+        columns, _, n_events = decoded
+        payload = pickle.dumps((columns, n_events), protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write_end, "wb") as f:
             f.write(payload)
         return 0
@@ -581,25 +581,63 @@ def _second_half_in_child(mm, comma: int, end: int, write_end: int) -> int:
         return 1
 
 
-def _first_half(mm, start: int, comma: int) -> Optional[tuple[Columns, dict, int]]:
-    """The parent's half: the document up to ``comma``, closed there; None when it has B events or fails."""
-    array_form = mm[start:start + 1] == b"["
-    saved = bytes(mm[comma:comma + 2])
-    mm[comma:comma + 2] = b"] " if array_form else b"]}"
-    schema = _Schema()
-    view = memoryview(mm)[start:comma + 2]
+def _decode_spans(data, start: int, spans: list, pair_begins: bool) -> Optional[tuple[Columns, dict, int]]:
+    """(columns, metadata, events) of consecutive spans of the events array, one slice at a time: each
+    decoded, its complete and [memory] events extracted, its structs freed, its text's pages given back.
+    None when a slice fails to decode or has a ``B`` event (left open at its end, or at all without
+    ``pair_begins``). The metadata: the head's keys (in the first span) and those after the array."""
+    schema, parts, meta, n_events = _Schema(), [], {}, 0
+    array_form = data[start:start + 1] == b"["
+    for lo, hi in spans:
+        head = lo == start
+        try:
+            with _slice_text(data, start, lo, hi, array_form) as text:
+                events, head_meta = schema.decode(text, array_form if head else True)
+        except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+            return None
+        if schema.saw_begin and not pair_begins:
+            return None
+        complete = _complete_events(events, schema.saw_begin, schema.begin_type, whole=False)
+        if complete is None:
+            return None
+        meta.update(head_meta)
+        parts.append(extract(complete, memory_events(events)))
+        n_events += len(events)
+        del events, complete
+        _give_back_pages(data, start if head else lo, hi)
+    return merge(*parts), meta, n_events
+
+
+@contextmanager
+def _slice_text(data, start: int, lo: int, hi: int, array_form: bool):
+    """The JSON text of one slice: the head span (``lo == start``) closed after its last event with ``]``
+    or ``]}``; any other span ``[`` + its events + ``]``. A mapping is patched in place (private
+    copy-on-write pages) and restored; bytes are copied."""
+    head = lo == start
+    close = (b"] " if array_form else b"]}") if head else b"]"
+    patches = [(hi, close)] if head else [(lo, b"["), (hi, close)]
+    if not isinstance(data, mmap.mmap):
+        text = bytes(data[start:hi]) + close if head else b"[" + data[lo + 1:hi] + close
+        yield text
+        return
+    saved = [(at, bytes(data[at:at + len(new)])) for at, new in patches]
+    for at, new in patches:
+        data[at:at + len(new)] = new
+    view = memoryview(data)[start if head else lo:hi + len(close)]
     try:
-        events, meta = schema.decode(view, array_form)
-    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-        return None
+        yield view
     finally:
         view.release()
-        mm[comma:comma + 2] = saved
-    if schema.saw_begin:
-        return None
-    complete = _complete_events(events, False, schema.begin_type)
-    _keep_or_drop(events, complete)
-    return extract(complete, memory_events(events)), meta, len(events)
+        for at, old in saved:
+            data[at:at + len(old)] = old
+
+
+def _give_back_pages(data, lo: int, hi: int) -> None:
+    """Drop the mapped pages of ``[lo, hi)`` from memory (decoded; read again from the file if ever needed)."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        first, last = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE, hi // mmap.PAGESIZE * mmap.PAGESIZE
+        if last > first:
+            data.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def _tail_keys(tail: bytes) -> dict:
