@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.report import model_of
+from common.report import tables_of
 from common.report.gap_cause import GapIndex
 
 from conftest import DATA_TRACES
@@ -19,7 +19,7 @@ from h100 import h100_trace
                                   DATA_TRACES / "hta" / "a100_rank3.json.gz", h100_trace("attn_naive"),
                                   h100_trace("p1_64")], ids=lambda p: p.name[:20])
 def test_gap_index_finds_what_the_scans_found(path):
-    m = model_of(path).model
+    m = tables_of(path).model
     dev, cpu, index = m.dev, m.cpu, GapIndex(m)
     rng = np.random.default_rng(0)
     ends = np.concatenate([rng.choice(dev.ts, 50), rng.choice(dev.ts, 50) + rng.uniform(-20, 20, 50),
