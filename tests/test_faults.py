@@ -11,6 +11,7 @@ the module's fixture, and one test per fault reads its outcome. A full disk is a
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import os
 import shutil
@@ -232,15 +233,22 @@ def reads(name: str, text: str) -> Callable[[Result], None]:
     return check
 
 
+# a lesson whose export lasts long enough to be caught: 2,000 steps with shapes, gzipped (its temporary
+# folder lives ~300 ms; the plain write, ~25 ms, could pass between two polls of a busy test process)
+WRITE_LASTS = ("--schedule", "0,0,2000", "--record-shapes", "--gzip")
+
+
 def whole_or_none(r: Result) -> None:
     """An interrupt while the lesson writes: both files whole in place (it came as they were renamed),
     or neither, and never the trace folder for nothing."""
     traces = r.folder / "traces"
     names = sorted(p.name for p in traces.iterdir()) if traces.exists() else []
-    assert names in ([], [n for n in names if n.endswith((".json", ".txt"))]) and len(names) in (0, 2), names
+    assert names in ([], [n for n in names if n.endswith((".json", ".json.gz", ".txt"))]) and len(names) in (0, 2), names
     for name in names:
         if name.endswith(".json"):
             json.loads((traces / name).read_text())
+        elif name.endswith(".json.gz"):
+            json.loads(gzip.decompress((traces / name).read_bytes()))
     if not names:
         assert not traces.exists(), "the trace folder was made for nothing"
 
@@ -497,10 +505,10 @@ FAULTS: dict[str, Fault] = {
     # 5, 9. signals: one line, the files whole or not at all, no temporaries (2,000 steps: a trace of about
     # 2 MB takes long enough to write that the 2 ms poll sees its temporary folder)
     "SIGTERM while the lesson exports its trace": Fault(
-        lambda d: signalled(d, lesson_command(d, "--schedule", "0,0,2000", "--record-shapes"), "write",
+        lambda d: signalled(d, lesson_command(d, *WRITE_LASTS), "write",
                             signal.SIGTERM, watch=d / "traces"), 143, "terminated", whole_or_none, slow=True),
     "Ctrl-C while the lesson exports its trace": Fault(
-        lambda d: signalled(d, lesson_command(d, "--schedule", "0,0,2000", "--record-shapes"), "write",
+        lambda d: signalled(d, lesson_command(d, *WRITE_LASTS), "write",
                             watch=d / "traces"), 130, "interrupted", whole_or_none, slow=True),
     "Ctrl-C while torch imports": Fault(lambda d: signalled(d, lesson_command(d), "import"), 130, "interrupted",
                                         nothing_in("traces")),
