@@ -162,8 +162,8 @@ COMMANDS = {
     # tests and CI
     "uv sync --compile-bytecode": CI(),
     "uv run pytest": CI(),
-    "uv run --with holistictraceanalysis==0.5.0 pytest -q tests/test_hta_interop.py": CI(),
-    "uv run --with traceinsight==0.6.1 pytest -q tests/test_hta_interop.py": CI(),
+    "uv run --with holistictraceanalysis==0.5.0 pytest -q tests/test_hta_interop.py tests/test_h100_bounds.py::test_hta_figures_agree_with_hta_itself": CI(),
+    "uv run --with traceinsight==0.6.1 pytest -q tests/test_hta_interop.py tests/test_h100_bounds.py::test_hta_figures_agree_with_hta_itself": CI(),
     "tests/gpu/fetch_wheels.sh": Script(),
     "PYVER=3.11 ARCH=aarch64 tests/gpu/fetch_wheels.sh": Script(),
     "python3 tests/gpu/run_all.py OUT --dry-run": Script(),
