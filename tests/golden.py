@@ -1,0 +1,94 @@
+"""The report's JSON, frozen: every trace the suite holds, read by the command line's ``--json``, against
+the JSON the same code wrote before a restructuring (issue 29: a move of code changes no byte).
+
+    uv run python tests/golden.py            # compare; prints each case that differs, exit 1 if any
+    uv run python tests/golden.py --write    # write tests/data/golden/ anew (only for a change on purpose)
+
+Cases: each real trace under ``tests/data/traces`` and ``tests/data/h100/runs``, each lesson's CPU trace
+under ``tests/data/lessons_cpu`` (small runs made once, gzipped), two ``--compare`` pairs and the DDP job.
+Paths are written relative to the repository, so the JSON is the same on any clone."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+GOLDEN = DATA / "golden"
+
+
+def _rel(paths) -> list[str]:
+    return [str(p.relative_to(REPO)) for p in paths]
+
+
+def cases() -> dict[str, list[str]]:
+    """Case name -> the command line's arguments after ``--json``."""
+    out = {}
+    singles = [*sorted((DATA / "traces").rglob("*.json.gz")), *sorted((DATA / "h100" / "runs").glob("*/*.json.gz")),
+               *sorted(p for p in (DATA / "lessons_cpu").rglob("*.json.gz") if "_rank" not in p.name)]
+    for path in singles:
+        out[str(path.relative_to(DATA)).replace("/", "__").removesuffix(".json.gz")] = _rel([path])
+    runs = DATA / "h100" / "runs"
+    for a, b in (("attn_naive", "attn_inplace"), ("mlp", "mlp_compile")):
+        out[f"compare__{a}__{b}"] = ["--compare", *_rel([*runs.glob(f"{a}/*.json.gz"), *runs.glob(f"{b}/*.json.gz")])]
+    lessons = DATA / "lessons_cpu"
+    out["compare__02_linear"] = ["--compare", *_rel(sorted((lessons / "02_linear").glob("*.json.gz"))[::-1])]
+    out["job__06_ddp"] = _rel(sorted((lessons / "06_ddp").glob("*_rank*.json.gz")))
+    return out
+
+
+def report_json(args: list[str]) -> str:
+    """What ``uv run -m common.report --json ARGS -o FILE`` writes, run in this process from the repo,
+    with its exit status and console (a warning is part of what the command says)."""
+    from common.report.__main__ import run
+
+    old = Path.cwd()
+    console = io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "report.json"
+        try:
+            os.chdir(REPO)
+            with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+                code = run(["--json", *args, "-o", str(dest)])
+        finally:
+            os.chdir(old)
+        text = dest.read_text() if dest.exists() else ""
+    return f"exit {code}\n{console.getvalue().replace(str(dest), 'FILE')}{text}"
+
+
+def golden_path(name: str) -> Path:
+    return GOLDEN / f"{name}.json.gz"
+
+
+def first_difference(want: str, got: str) -> str:
+    for i, (a, b) in enumerate(zip(want.splitlines(), got.splitlines())):
+        if a != b:
+            return f"line {i + 1}: was {a.strip()!r}, now {b.strip()!r}"
+    return f"lengths differ: {len(want)} against {len(got)} characters"
+
+
+def main(argv: list[str]) -> int:
+    write = "--write" in argv
+    GOLDEN.mkdir(exist_ok=True)
+    bad = 0
+    for name, args in cases().items():
+        got = report_json(args)
+        if write:
+            golden_path(name).write_bytes(gzip.compress(got.encode(), mtime=0))
+            continue
+        want = gzip.decompress(golden_path(name).read_bytes()).decode()
+        if want != got:
+            bad += 1
+            print(f"{name}: {first_difference(want, got)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,26 @@
+"""Issue 29: a move of code changes no byte of the report's JSON. Each case of :mod:`golden` (every real
+trace, every lesson's CPU trace, two comparisons and a job) is read by the command line as it is now and
+held against the JSON written before the report was rearranged (``tests/data/golden/``)."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+import golden
+
+CASES = golden.cases()
+
+
+def test_every_case_has_its_golden_json_and_no_golden_json_is_orphaned():
+    assert len(CASES) >= 40
+    assert {p.name.removesuffix(".json.gz") for p in golden.GOLDEN.glob("*.json.gz")} == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_report_json_is_unchanged(name):
+    want = gzip.decompress(golden.golden_path(name).read_bytes()).decode()
+    got = golden.report_json(CASES[name])
+    assert got.startswith("exit 0\n"), got[:300]
+    assert got == want, golden.first_difference(want, got)
