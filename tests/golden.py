@@ -4,8 +4,9 @@ the JSON the same code wrote before a restructuring (issue 29: a move of code ch
     uv run python tests/golden.py            # compare; prints each case that differs, exit 1 if any
     uv run python tests/golden.py --write    # write tests/data/golden/ anew (only for a change on purpose)
 
-Cases: each real trace under ``tests/data/traces`` and ``tests/data/h100/runs``, each lesson's CPU trace
-under ``tests/data/lessons_cpu`` (small runs made once, gzipped), two ``--compare`` pairs and the DDP job.
+Cases (JSON unless named text or short): each real trace under ``tests/data/traces`` and ``tests/data/h100/runs``, each lesson's CPU trace
+under ``tests/data/lessons_cpu`` (small runs made once, gzipped), two ``--compare`` pairs and the DDP job;
+and the text reports (full and ``--short``) of the H100 runs and the lesson traces.
 Paths are written relative to the repository, so the JSON is the same on any clone."""
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ def cases() -> dict[str, list[str]]:
     lessons = DATA / "lessons_cpu"
     out["compare__02_linear"] = ["--compare", *_rel(sorted((lessons / "02_linear").glob("*.json.gz"))[::-1])]
     out["job__06_ddp"] = _rel(sorted((lessons / "06_ddp").glob("*_rank*.json.gz")))
+    # The text reports too (80 columns, no colour), full and short, on the runs the posts read.
+    for path in [*sorted(runs.glob("*/*.json.gz")), *sorted(p for p in lessons.rglob("*.json.gz") if "_rank" not in p.name)]:
+        out[f"text__{path.parent.name}"] = ["TEXT", *_rel([path])]
+        out[f"short__{path.parent.name}"] = ["TEXT", "--short", *_rel([path])]
+    out["text__job__06_ddp"] = ["TEXT", *out["job__06_ddp"]]
+    out["text__compare__attn_naive__attn_inplace"] = ["TEXT", *out["compare__attn_naive__attn_inplace"]]
     return out
 
 
@@ -55,7 +62,7 @@ def report_json(args: list[str]) -> str:
         try:
             os.chdir(REPO)
             with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
-                code = run(["--json", *args, "-o", str(dest)])
+                code = run(args[1:] if args[0] == "TEXT" else ["--json", *args, "-o", str(dest)])
         finally:
             os.chdir(old)
         text = dest.read_text() if dest.exists() else ""
