@@ -4,7 +4,7 @@ instead of showing is written as a visible escape.
 A trace's names are data. An op named ``"\\x1b[2J"`` must not clear the terminal, a kernel name
 holding U+202E must not reverse the line it is printed on, a newline must not start a second line.
 :func:`printable` is the one function that escapes them; the report applies it once where names
-enter (:mod:`common.report.columns`, the trace's metadata), :func:`common.commands.display_path` to
+enter (:mod:`common.report.load.columns`, the trace's metadata), :func:`common.commands.display_path` to
 every path it shows, :func:`common.errors.one_line` to every ``error:`` line. Every renderer (text,
 JSON, HTML, the annotated trace) then shows the same escaped text.
 

@@ -3,6 +3,7 @@ the JSON the same code wrote before a restructuring (issue 29: a move of code ch
 
     uv run python tests/golden.py            # compare; prints each case that differs, exit 1 if any
     uv run python tests/golden.py --write    # write tests/data/golden/ anew (only for a change on purpose)
+    uv run python tests/golden.py --write NAME...   # only those cases
 
 Cases (JSON unless named text or short): each real trace under ``tests/data/traces`` and ``tests/data/h100/runs``, each lesson's CPU trace
 under ``tests/data/lessons_cpu`` (small runs made once, gzipped), two ``--compare`` pairs and the DDP job;
@@ -82,9 +83,12 @@ def first_difference(want: str, got: str) -> str:
 
 def main(argv: list[str]) -> int:
     write = "--write" in argv
+    only = {a for a in argv if not a.startswith("--")}  # --write NAME...: only those cases
     GOLDEN.mkdir(exist_ok=True)
     bad = 0
     for name, args in cases().items():
+        if only and name not in only:
+            continue
         got = report_json(args)
         if write:
             golden_path(name).write_bytes(gzip.compress(got.encode(), mtime=0))

@@ -1,5 +1,5 @@
 """The memory view as it was first written (commit ebc7a91): a plain per-call, per-event scan, kept as the
-oracle that tests/test_memory_speed.py checks the vectorised :mod:`common.report.memory` against.
+oracle that tests/test_memory_speed.py checks the vectorised :mod:`common.report.facts.memory` against.
 
 It is slow on purpose (every memory event scanned once per annotation call, ``device_name`` called per
 event): only the tests run it, on small traces. Only the renaming of its imports differs from the original.
@@ -11,11 +11,11 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.memory import (CURVE_POINTS, LARGEST_SIZES, TOP_OPS, AnnotationMemory, DeviceMemory, Memory,
+from common.report.facts.memory import (CURVE_POINTS, LARGEST_SIZES, TOP_OPS, AnnotationMemory, DeviceMemory, Memory,
                                   OpAllocation)
-from common.report.memory_ops import (ANNOTATION, COMMUNICATION_ANNOTATIONS, NOT_OPERATORS, OP, OpMemoryRow,
+from common.report.facts.memory_ops import (ANNOTATION, COMMUNICATION_ANNOTATIONS, NOT_OPERATORS, OP, OpMemoryRow,
                                       _innermost_nodes, _merged, _node_parents, _with_ancestors)
-from common.report.model import STEP_RE, Model, innermost_ancestor
+from common.report.model.build import STEP_RE, Model, innermost_ancestor
 
 
 def memory_of(m: Model) -> Optional[Memory]:

@@ -268,9 +268,9 @@ def test_more_ranks_than_gpus_is_refused(monkeypatch):
 def test_overlap_agrees_with_hta_oracle():
     """tests/data/traces/ORACLE.md: HTA 0.5.0's get_comm_comp_overlap, within 1 point."""
     from common.report import tables_of as analyze
-    from common.report.intervals import Intervals
-    from common.report.model import KERNEL
-    from common.report.overlap import intersection
+    from common.report.model.intervals import Intervals
+    from common.report.model.build import KERNEL
+    from common.report.facts.overlap import intersection
 
     for name, hta in (("v100_ddp_rank1.json.gz", 0.00), ("a100_rank3.json.gz", 47.03)):
         overlap = analyze(DATA_TRACES / "hta" / name).numbers.gpu.comm_comp_overlap_pct  # the one table that holds it
@@ -356,7 +356,7 @@ def test_job_with_a_rank_twice_or_outside_the_world(tmp_path):
 def test_each_rank_trace_is_read_once(tmp_path, monkeypatch):
     """One read per rank: its rank, its job, its collectives' sizes and its model all come from the one
     decode (a file read twice could tell the job one story and the model another, and costs a decode)."""
-    from common.report.ranks import read_ranks
+    from common.report.job.ranks import read_ranks
 
     paths = [gpu_rank(tmp_path / f"job_rank{k}.json", k, nccl_us) for k, nccl_us in ((0, 300.0), (1, 100.0))]
     opened: list[str] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from common.report import analyze
-from common.report.timeline_links import finding_window
+from common.report.render.timeline_links import finding_window
 from tests.conftest import REPO, Trace, command_env, run_module, run_script
 from tests.h100 import finding, h100_report, h100_trace
 
@@ -286,7 +286,7 @@ def test_commands_name_the_annotated_copy_the_same_run_wrote(tmp_path):
 
 
 def test_outside_the_project_a_long_command_continues_on_the_next_line(tmp_path):
-    from common.report.timeline_links import timeline_snippet
+    from common.report.render.timeline_links import timeline_snippet
 
     t, findings = h100_report("attn_naive")
     lines = timeline_snippet(t, findings, width=60)

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from common.report import analyze
-from common.report.step_series import SpreadRow, buckets_of, spread_title
-from common.report.steadiness import COLD, PROFILER, UNKNOWN, first_recorded, steady, typical, Spread
+from common.report.render.step_series import SpreadRow, buckets_of, spread_title
+from common.report.facts.steadiness import COLD, PROFILER, UNKNOWN, first_recorded, steady, typical, Spread
 from conftest import run_script, trace_of
 from h100 import RUN_NAMES, finding, h100_report
 

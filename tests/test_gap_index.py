@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from common.report import tables_of
-from common.report.gap_cause import GapIndex
+from common.report.facts.gap_cause import GapIndex
 
 from conftest import DATA_TRACES
 from h100 import h100_trace

@@ -57,7 +57,7 @@ def test_inplace_saves_14_percent_of_device_time_per_call():
 
 
 def test_the_short_report_and_the_annotation_table_lead_with_device_time():
-    from common.report.render import phases_table, render_short
+    from common.report.render.text import phases_table, render_short
 
     tables, findings = h100_report("sdpa_cudnn")
     buf = io.StringIO()

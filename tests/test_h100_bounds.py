@@ -72,7 +72,7 @@ def test_nvjet_gemm_footprint_and_why_kineto_reads_zero():
     k = _kernel("p1_4096", "nvjet_sm90")
     assert abs(k.footprint_occupancy_pct - 18.75) < 1.0 and k.est_achieved_occupancy_pct == 0
     assert k.kineto_shared_limit
-    from common.report.occupancy import occupancy_caption
+    from common.report.facts.occupancy import occupancy_caption
 
     caption = occupancy_caption(h100_report("p1_4096")[0].kernels)
     assert "read 0 % from Kineto with a footprint of 18.75 %" in caption and "48 KB" in caption
@@ -211,7 +211,7 @@ def test_cpu_overhead_bound_says_its_threshold(tmp_path):
 def test_htas_rounding_is_named_where_it_moves_busy_time():
     """linear's kernels last 2.6 µs: HTA's rounding to whole µs halves their busy time, so the headline
     gives the unrounded figure beside HTA's; on attn_naive (ms kernels) it says nothing more."""
-    from common.report.render import headline_lines
+    from common.report.render.text import headline_lines
 
     linear, naive = (headline_lines(h100_report(run)[0])[0] for run in ("linear", "attn_naive"))
     g = h100_report("linear")[0].numbers.gpu
@@ -220,7 +220,7 @@ def test_htas_rounding_is_named_where_it_moves_busy_time():
 
 
 def test_tensorboards_zero_occupancy_is_explained():
-    from common.report.render import headline_lines
+    from common.report.render.text import headline_lines
 
     lines = " ".join(headline_lines(h100_report("linear")[0]))
     assert "Est. achieved occupancy 0.00% (Kineto reads 0 for kernels over 48 KB" in lines

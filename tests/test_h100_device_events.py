@@ -196,7 +196,7 @@ def test_liger_triton_kernel_is_categorised_triton():
 
 
 def test_triton_by_how_it_was_launched_not_by_its_name():
-    from common.report.names import jit_category
+    from common.report.model.names import jit_category
 
     assert jit_category("my_fused_rope_kernel", "cuLaunchKernelEx") == "triton_other"
     assert jit_category("my_fused_rope_kernel", "cuLaunchKernel") == "triton_other"
@@ -214,7 +214,7 @@ def test_softmax_is_a_normalisation(run):
 
 def test_gelu_and_mul_told_apart():
     """mlp: gelu and mul are both vectorized_elementwise_kernel<…>; the short names lead with the functor."""
-    from common.report.names import short_name
+    from common.report.model.names import short_name
 
     names = {k.name: short_name(k.name, 30) for k in h100_report("mlp")[0].kernels}
     elementwise = [n for n in names if "vectorized_elementwise_kernel" in n]

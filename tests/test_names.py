@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.report.names import (decode_attention, decode_fused, describe_attention, describe_fused, kernel_category,
+from common.report.model.names import (decode_attention, decode_fused, describe_attention, describe_fused, kernel_category,
                                  short_name, uses_tensor_cores)
 
 EFFICIENT = ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "

@@ -128,7 +128,7 @@ def test_triton_kernel_decoded():
 
 
 def test_gemm_and_fused_names_decode():
-    from common.report.names import decode_fused, decode_gemm, kernel_category
+    from common.report.model.names import decode_fused, decode_gemm, kernel_category
 
     d = decode_gemm("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn")
     assert (d["library"], d["arch"], d["dtype"], d["tile"], d["stages"], d["layout"]) == (
@@ -375,7 +375,7 @@ def test_repeat_trace_builder(tmp_path):
 
 def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
     """Big plain-JSON files are decoded in two halves by two processes: same report as one process."""
-    from common.report.render import to_json
+    from common.report.render.text import to_json
 
     src = tmp_path / "ddp.json"
     src.write_bytes(gzip.decompress((HTA / "mi250_rocm_minitoy.json.gz").read_bytes()))
@@ -398,7 +398,7 @@ def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
 def test_two_process_load_with_begin_end_pairs(tmp_path, monkeypatch, straddle):
     """B/E pairs wholly in the second half pair up in the child; a pair split between the halves
     (its B in the first half) makes the load fall back to one process. Either way: the one-process report."""
-    from common.report.render import to_json
+    from common.report.render.text import to_json
 
     ev = [event("ProfilerStep#1", 0, 10_000, cat="user_annotation")]
     ev += [event("aten::mm", 10 + 10 * i, 5) for i in range(200)]
@@ -418,7 +418,7 @@ def test_two_process_load_with_begin_end_pairs(tmp_path, monkeypatch, straddle):
 def _force_split(monkeypatch) -> list:
     """Make even a small plain .json take the two-process load; return the list that records each
     split attempt's result (None when the load fell back to one process)."""
-    from common.report import load as L
+    from common.report.load import reader as L
 
     monkeypatch.setattr(L, "SPLIT_MIN", 1)
     monkeypatch.setattr(L, "read_bytes", _mmap_always(L))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from common.report import analyze
-from common.report.compare import compare
-from common.report.steadiness import Spread, TwoRuns, first_vs_rest
+from common.report.compare.judge import compare
+from common.report.facts.steadiness import Spread, TwoRuns, first_vs_rest
 from conftest import command_env, event, run_module
 from test_pictures import verdicts_under
 

@@ -9,8 +9,8 @@ import pytest
 
 import gpu_synth as S
 from common.report import analyze
-from common.report.gpus import gpu_of
-from common.report.names import decode_gemm, describe_gemm, has_bias_epilogue, is_launch, is_occupancy_query
+from common.report.model.gpus import gpu_of
+from common.report.model.names import decode_gemm, describe_gemm, has_bias_epilogue, is_launch, is_occupancy_query
 from conftest import DATA_TRACES
 
 MI250 = DATA_TRACES / "hta" / "mi250_rocm_minitoy.json.gz"

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from common.report import analyze, report_json
-from common.report.render import render, render_short
+from common.report.render.text import render, render_short
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn"
 KNOBS = {"script": "05_llm", "tag": "1x128x4_bf16_warm_eager", "shape": [1, 128, 4], "dtype": "bf16",

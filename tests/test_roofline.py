@@ -1,4 +1,4 @@
-"""The roofline (common/report/roofline.py): numbers equal a hand computation on synthetic GPU traces,
+"""The roofline (common/report/facts/roofline.py): numbers equal a hand computation on synthetic GPU traces,
 share of peak only where the datasheet peak is known, real CPU runs of Part 1 at two sizes, the plot
 in the HTML page (and in Chromium)."""
 
@@ -15,7 +15,7 @@ from conftest import CPU_DTYPE, command_env, report_json, run_module, trace_of
 from gpu_synth import H100_COPY, matmul_add
 from test_pictures import BROWSER, _chromium
 
-from common.report.peaks import peak_of
+from common.report.model.peaks import peak_of
 
 H100_BF16_TFLOPS, H100_GBS = 989.5, 3350.0  # NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 sparse / 2; 3.35 TB/s
 

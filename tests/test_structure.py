@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 REPORT = REPO / "common" / "report"
-RENDERERS = sorted([*REPORT.glob("render*.py"), REPORT / "html.py", REPORT / "annotate.py", REPORT / "glance.py"])
+RENDERERS = sorted((REPORT / "render").glob("*.py"))
 
 
 def imports(path) -> list[tuple[str, str]]:
@@ -27,7 +27,7 @@ def imports(path) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("path", RENDERERS, ids=lambda p: p.name)
 def test_renderers_import_no_private_name_and_not_ranks(path):
     found = imports(path)
-    assert not [m for m, _ in found if m == "common.report.ranks"], path.name
+    assert not [m for m, _ in found if m == "common.report.job.ranks"], path.name
     private = [(m, n) for m, n in found if m.startswith("common.") and n.startswith("_") and n != "__future__"]
     assert not private, private
 
@@ -39,8 +39,7 @@ def test_rules_modules_stay_small():
 
 # Issue 29: the import graph of common/, counted the way Python imports it.
 COMMON = REPO / "common"
-RENDERER_NAMES = ("render*.py", "html.py", "annotate.py", "glance.py", "compare*.py", "step_series.py",
-                  "timeline_links.py", "job*.py", "plots.py")
+RENDERER_NAMES = ("render/*.py",)
 
 
 def _module_name(path) -> str:
@@ -162,3 +161,30 @@ def test_shared_modules_import_nothing_from_the_report():
     assert not wrong, wrong
     callers = {m for m in MODULES if m not in report and GRAPH[m] & report}
     assert not callers & set().union(*(reachable(GRAPH, m) for m in report)), callers
+
+
+# Issue 29: the folders are the stages, and each stage reads only the ones before it.
+STAGES = ("load", "model", "facts", "rules", "compare", "job", "render")
+ORDER = {"load": 0, "model": 1, "facts": 2, "rules": 3, "compare": 4, "job": 4, "render": 5}
+BASE = {"common.report.findings", "common.report.units", "common.report.rates"}  # what every stage may use
+
+
+def _stage(module: str):
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["common", "report"] and parts[2] in ORDER else None
+
+
+def test_the_report_is_one_folder_per_stage_and_a_few_shared_modules():
+    top = {p.name for p in REPORT.iterdir() if not p.name.startswith((".", "__pycache__"))}
+    assert top == {*STAGES, "__init__.py", "__main__.py", *(m.rsplit(".", 1)[1] + ".py" for m in BASE)}, top
+    for stage in STAGES:
+        doc = ast.get_docstring(ast.parse((REPORT / stage / "__init__.py").read_text())) or ""
+        assert "In:" in doc and "Out:" in doc, f"{stage}/__init__.py says what comes in and goes out"
+
+
+def test_each_stage_imports_only_earlier_stages():
+    back = sorted((m, w) for m in MODULES if _stage(m) for w in GRAPH[m]
+                  if _stage(w) and ORDER[_stage(w)] > ORDER[_stage(m)])
+    assert not back, back
+    base = sorted((m, w) for m in BASE for w in GRAPH[m] if w.startswith("common.report."))
+    assert not base, base

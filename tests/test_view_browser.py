@@ -20,7 +20,7 @@ from h100 import h100_trace
 from test_view import Viewer
 
 from common.report import analyze
-from common.report.timeline_links import finding_window
+from common.report.render.timeline_links import finding_window
 from common.view import QUIET_S
 
 pytestmark = pytest.mark.usefixtures("chromium")  # skips without Chromium, fails in CI (tests/browser.py)

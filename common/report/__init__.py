@@ -4,15 +4,20 @@
     uv run -m common.report TRACE --short              # the compact form the lessons print
     uv run -m common.report --json TRACE               # JSON on stdout (-o FILE writes FILE)
     uv run -m common.report --compare A B [--json]     # two traces side by side (eager vs compile)
-    uv run -m common.report DIR | RANK_TRACES...       # one job, every rank (common.report.ranks)
+    uv run -m common.report DIR | RANK_TRACES...       # one job, every rank (common.report.job.ranks)
 
-A pipeline read front to back, each stage a frozen, typed result made from the previous one only:
-:mod:`.load` (bytes -> decoded events -> :mod:`.columns`, and the run's knobs: ``Loaded``)
--> :mod:`.model` (steps, CPU call tree, device lanes, correlation: ``Model``) -> :mod:`.tables`
-(every number, once, in typed rows (:mod:`.rows`), and :mod:`.phases`, one row per annotation name;
-TensorBoard's definitions in :mod:`.tensorboard`: ``Tables``) -> :mod:`.rules` (the cheatsheet, one
-function per row: ``Finding``) -> :mod:`.render` (rich, JSON; the JSON keys are documented there) and
-:mod:`.compare`.
+A pipeline read front to back, one folder per stage, each a frozen, typed result made from the previous
+one only (each folder's ``__init__`` says what comes in and what goes out):
+
+    load/     a file -> Loaded (the events as numpy columns, the metadata, the run's knobs)
+    model/    Loaded -> Model (steps, CPU call tree, device lanes, kernel <-> launch correlation)
+    facts/    Model -> Tables (every number, once, in typed rows; one module per theme)
+    rules/    Tables -> [Finding] (the cheatsheet, one function per row)
+    render/   Tables and findings -> rich text, JSON, HTML, the annotated trace, the glance table
+    compare/  two runs' Tables -> what changed, with a control;  job/  every rank of one job
+
+Shared by every stage: :mod:`.findings` (``Finding``, ``Span``), :mod:`.units` and :mod:`.rates` (how
+numbers are written).
 
 Importing this package is cheap (no torch, no numpy): the pipeline loads on first use.
 """
@@ -21,14 +26,14 @@ from __future__ import annotations
 
 
 def tables_of(path, *, parallel: bool = False, max_bytes: int | None = None):
-    """The :class:`~common.report.tables.Tables` of one trace file (its model and every number; no
+    """The :class:`~common.report.facts.tables.Tables` of one trace file (its model and every number; no
     findings): load -> model -> tables; bad input raises :class:`common.errors.BadInput`. With ``parallel``, a big plain-JSON file is decoded by two
     processes (a fork: the command line uses it, a library caller inside a torch program does not);
     ``max_bytes`` caps the JSON text read (default: 4 GiB)."""
-    from common.report.inputs import DEFAULT_MAX_BYTES
-    from common.report.load import load
-    from common.report.model import build
-    from common.report.tables import build_tables
+    from common.report.load.inputs import DEFAULT_MAX_BYTES
+    from common.report.load.reader import load
+    from common.report.model.build import build
+    from common.report.facts.tables import build_tables
 
     return build_tables(build(load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)))
 
@@ -43,7 +48,7 @@ def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):
 
 def report_json(path) -> dict:
     """The report of one trace as the JSON-ready dict that ``--json`` writes."""
-    from common.report.render import to_json
+    from common.report.render.text import to_json
 
     tables, findings = analyze(path)
     return to_json(tables, findings)
@@ -75,7 +80,7 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
     try:
         tables, findings = analyze(path)
         if short:
-            from common.report.render import render_short
+            from common.report.render.text import render_short
 
             render_short(tables, findings, console)
         if html is not None:
@@ -87,7 +92,7 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
             from rich.markup import escape
 
             from common.commands import uv_run
-            from common.report.annotate import write_annotated
+            from common.report.render.annotate import write_annotated
 
             slices = write_annotated(path, tables, findings, annotated)
             console.print(f"[bold]wrote[/] {_shown(annotated)}  (the trace with a Findings track of {slices} "
@@ -106,7 +111,7 @@ def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: 
     ``job_verdict``: the job report's straggler line, for one rank's page; ``timeline_trace``: the
     annotated copy the findings' timeline commands open (default: the trace read)."""
     from common.output import write_file
-    from common.report.html import render_html
+    from common.report.render.html import render_html
 
     page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace)
     return write_file(dest, page.encode(), flag=flag, what="the page")
@@ -127,8 +132,8 @@ def print_short_job_report(paths, console=None) -> None:
 
     console = console or Console()
     try:
-        from common.report.ranks import read_ranks
-        from common.report.render_ranks import render_job_short
+        from common.report.job.ranks import read_ranks
+        from common.report.render.job import render_job_short
 
         render_job_short(read_ranks(list(paths)), console)
     except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
@@ -141,8 +146,8 @@ def job_verdict(paths) -> str | None:
     """The job report's straggler line over every rank's trace (what each rank's page shows under its
     steps); None where the job cannot be read (its short report has said why)."""
     try:
-        from common.report.ranks import read_ranks
-        from common.report.render_ranks import straggler_text
+        from common.report.job.ranks import read_ranks
+        from common.report.render.job import straggler_text
 
         return straggler_text(read_ranks(list(paths)))
     except Exception:  # noqa: BLE001 - the page goes without it, as the lesson goes without its report

@@ -17,7 +17,7 @@ from common import output
 from common.checks import row_count
 from common.commands import display_path, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
-from common.report.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
+from common.report.load.inputs import DEFAULT_MAX_BYTES, STDIN, shorten
 
 DEFAULT_TOP = 15
 EPILOG = f"""\
@@ -167,7 +167,7 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
 
     if args.html is not None:
         if compared is not None:
-            from common.report.html import render_compare_html
+            from common.report.render.html import render_compare_html
 
             size = output.write_file(args.html, render_compare_html(compared).encode(), flag="--html",
                                      what="the page")
@@ -177,7 +177,7 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
             size = write_html(tables, findings, args.html, flag="--html", timeline_trace=args.annotate)
         print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
     if args.annotate is not None:
-        from common.report.annotate import write_annotated
+        from common.report.render.annotate import write_annotated
 
         slices = write_annotated(Path(args.traces[0]), tables, findings, Path(args.annotate), flag="--annotate")
         print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
@@ -202,8 +202,8 @@ def write_json(obj, dest: str | None) -> None:
 def _job(args, paths: list) -> int:
     """The job report: read the job, then write its JSON (``{"schema", "ranks"}``, to ``-o`` or
     stdout) or print it (``--short``: the lessons' compact form)."""
-    from common.report.ranks import read_ranks
-    from common.report.render_ranks import render_job, render_job_short, to_json
+    from common.report.job.ranks import read_ranks
+    from common.report.render.job import render_job, render_job_short, to_json
 
     job = read_ranks(paths, parallel=True, max_bytes=args.max_size)
     if args.json:
@@ -219,7 +219,7 @@ def _job(args, paths: list) -> int:
 def run(argv=None, from_shell: bool = False) -> int:
     args = parse_args(argv)
     if from_shell:
-        from common.report.load import keep_decoded_until_exit
+        from common.report.load.reader import keep_decoded_until_exit
 
         keep_decoded_until_exit()  # the process leaves with os._exit: nothing decoded is freed one by one
     for line in ignored_flags(args):
@@ -230,7 +230,7 @@ def run(argv=None, from_shell: bool = False) -> int:
         return _compare(args)
     if args.glance:
         return _glance(args)
-    from common.report.job_files import job_inputs
+    from common.report.job.files import job_inputs
 
     job = job_inputs(args.traces)
     if job is not None:  # a folder, or several ranks' traces: one report over the job
@@ -241,14 +241,14 @@ def run(argv=None, from_shell: bool = False) -> int:
     results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]
     write_pictures(args, *results[0])
     if args.json:
-        from common.report.render import to_json
+        from common.report.render.text import to_json
 
         objs = [to_json(tables, f) for tables, f in results]
         write_json(objs[0] if len(objs) == 1 else objs, args.output)
         return 0
     from rich.console import Console
 
-    from common.report.render import render, render_short
+    from common.report.render.text import render, render_short
 
     console = Console()
     for i, (tables, f) in enumerate(results):
@@ -262,13 +262,13 @@ def run(argv=None, from_shell: bool = False) -> int:
 
 
 def _glance(args: argparse.Namespace) -> int:
-    """A few lines per trace, in the posts' order (:mod:`common.report.glance`); files that are not
+    """A few lines per trace, in the posts' order (:mod:`common.report.render.glance`); files that are not
     traces are skipped and named, and the command's own output (-o) is never read."""
     from dataclasses import replace
 
     from common.errors import BadInput
     from common.report import analyze
-    from common.report.glance import digest, expand, glance_row, order_key, render_glance, skipped_line, with_versus
+    from common.report.render.glance import digest, expand, glance_row, order_key, render_glance, skipped_line, with_versus
 
     paths = expand(args.traces, skip=args.output if args.output != STDIN else None)
     if not paths:
@@ -302,7 +302,7 @@ def _glance(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """Two traces' tables side by side (no rules run: the comparison reads numbers only)."""
     from common.report import tables_of
-    from common.report.compare import compare, render_compare
+    from common.report.compare.judge import compare, render_compare
 
     a, b = (tables_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
     result = compare(a, b)

@@ -1,5 +1,5 @@
 """What a rule returns: :class:`Finding` (one pattern seen, its evidence and the spans of time it
-points at), and :func:`in_window`, which clips those spans to the profiled window.
+points at, :class:`Span`), and :func:`in_window`, which clips those spans to the profiled window.
 
 Its own module so that the rules (:mod:`.rules`), which make findings, and the renderers, which
 show them, share the type without importing each other.
@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.report.rows import Span
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of time a finding points at: µs relative to the window's start."""
+
+    start_us: float
+    dur_us: float
+
+    def __iter__(self):  # start, dur = span
+        return iter((self.start_us, self.dur_us))
 
 
 @dataclass(frozen=True)

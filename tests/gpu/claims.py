@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from common.report import names as trace_names
-from common.report.gpus import gpu_of
-from common.report.occupancy import Footprint
-from common.report.occupancy import footprint as occupancy_footprint
+from common.report.model import names as trace_names
+from common.report.model.gpus import gpu_of
+from common.report.facts.occupancy import Footprint
+from common.report.facts.occupancy import footprint as occupancy_footprint
 
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime"})
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
@@ -774,7 +774,7 @@ def flash_fastest(flash: GpuTrace, math: GpuTrace | None = None, efficient: GpuT
 # ----------------------------------------------------------------------------- occupancy from a kernel's footprint
 
 def footprint(kernel: dict, props: dict) -> Footprint:
-    """Resident blocks and warps per SM for a kernel event (:func:`common.report.occupancy.footprint`)."""
+    """Resident blocks and warps per SM for a kernel event (:func:`common.report.facts.occupancy.footprint`)."""
     args = kernel.get("args", {})
     fp = occupancy_footprint(*(args.get(k) for k in ("registers per thread", "block", "shared memory", "grid")), props)
     need(not isinstance(fp, str), f"{_short(kernel['name'], 50)}: {fp}")

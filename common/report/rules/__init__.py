@@ -1,10 +1,13 @@
-"""Rules: the trace-reading cheatsheet as code, one module per theme.
+"""Stage 4, rules: the trace-reading cheatsheet as code, one module per theme.
 
-Each rule is a small function over the :class:`~common.report.tables.Tables` (and the run's knobs,
+In: :class:`~common.report.facts.tables.Tables`. Out: the findings (:class:`~common.report.findings.Finding`),
+in the order of :data:`RULES`.
+
+Each rule is a small function over the :class:`~common.report.facts.tables.Tables` (and the run's knobs,
 ``t.knobs``); its docstring is the cheatsheet row it implements. It returns a :class:`Finding` (the
 evidence, and the spans of time it points at) or None. Rules read numbers the tables computed and
 judge them; they do not aggregate events (a number a rule needs is a table in
-:mod:`common.report.aggregates`).
+:mod:`common.report.facts.aggregates`).
 
 The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
@@ -79,7 +82,7 @@ STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule th
 
 
 def run_rules(t) -> list[Finding]:
-    """Every rule over the tables (:class:`~common.report.tables.Tables`). A rule that trips on an odd
+    """Every rule over the tables (:class:`~common.report.facts.tables.Tables`). A rule that trips on an odd
     trace reports itself as a ``rule_error`` finding and the others run; with REPORT_STRICT_RULES=1 it
     raises instead."""
     strict = os.environ.get(STRICT_ENV, "") not in ("", "0")

@@ -8,7 +8,7 @@ to look at instead.
 
 from __future__ import annotations
 
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 
 GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that replay CUDA graphs
 

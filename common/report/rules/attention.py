@@ -3,9 +3,9 @@ mask rebuilt on every call, the guarded softmax), and a fused backend's one op o
 
 from __future__ import annotations
 
-from common.report import names as trace_names
+from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 MATH = "aten::_scaled_dot_product_attention_math"

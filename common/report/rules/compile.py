@@ -4,10 +4,10 @@ the window."""
 from __future__ import annotations
 
 
-from common.report import names as trace_names
-from common.report.aggregates import COMPILE_FRAMES, FXGRAPH, REGION
+from common.report.model import names as trace_names
+from common.report.facts.aggregates import COMPILE_FRAMES, FXGRAPH, REGION
 from common.report.findings import Finding, in_window
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from common.report import names as trace_names
+from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_bytes, fmt_us
 
 

@@ -9,11 +9,11 @@ start; :func:`first_recorded_step` here names the profiler's step for what it is
 
 from __future__ import annotations
 
-from common.report import names as trace_names
+from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.rules.judge import first_step, wide_first_step
-from common.report.steadiness import COLD, PROFILER, Spread
-from common.report.tables import Tables
+from common.report.facts.steadiness import COLD, PROFILER, Spread
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 AGREE = 1.1  # device times per step within 10 % of each other agree

@@ -4,11 +4,11 @@ path, addmm against mm + add, the GEMM kernels' names, the hotspot kernel, metad
 from __future__ import annotations
 
 
-from common.report import names as trace_names
-from common.report.gpus import Gpu
+from common.report.model import names as trace_names
+from common.report.model.gpus import Gpu
 from common.report.findings import Finding
 from common.report.rules import advice
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.report import names as trace_names
-from common.report.guessed import AS_GUESSED, MISSING, NOT_GUESSED
+from common.report.model import names as trace_names
+from common.report.facts.guessed import AS_GUESSED, MISSING, NOT_GUESSED
 from common.report.findings import Finding, in_window
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_bytes
 
 

@@ -4,7 +4,7 @@ Triton's launcher from the op or autograd function that wraps them."""
 from __future__ import annotations
 
 from common.report.findings import Finding
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

@@ -4,11 +4,11 @@ cold, the CPU work of the steady steps, the matmul rate a lesson's knobs give.""
 from __future__ import annotations
 
 from common.knobs import RunKnobs
-from common.report.steadiness import COLD, FirstRecorded, first_recorded, first_vs_rest
-from common.report.knob_work import GEMMS
-from common.report.roofline import KNOBS_OP
-from common.report.plausible_rates import cpu_rate_possible
-from common.report.tables import Tables
+from common.report.facts.steadiness import COLD, FirstRecorded, first_recorded, first_vs_rest
+from common.report.facts.knob_work import GEMMS
+from common.report.facts.roofline import KNOBS_OP
+from common.report.model.plausible_rates import cpu_rate_possible
+from common.report.facts.tables import Tables
 
 
 MIN_PLAUSIBLE_GFLOPS = 0.5  # any CPU of this century multiplies matrices faster: slower means a busy machine

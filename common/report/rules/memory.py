@@ -1,6 +1,6 @@
 """Memory: what the [memory] events (--profile-memory) say about the lessons' allocations.
 
-Each rule reads :class:`~common.report.memory.Memory` (``t.memory``, None without memory events) and the
+Each rule reads :class:`~common.report.facts.memory.Memory` (``t.memory``, None without memory events) and the
 lesson's knobs for the shapes; a trace without either gets no finding.
 """
 
@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from common.report.findings import Finding
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 ATTENTION_SCRIPTS = ("04_a_naive_attention", "04_b_inplace_ops_attention", "04_c_sdpa_attention",

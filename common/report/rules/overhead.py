@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.report.model import STEP_RE
+from common.report.model.build import STEP_RE
 from common.report.findings import Finding, in_window
 from common.report.rules import advice, regime
 from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
 from common.report.rules.per_step import around, dispatch_text, ops_per_call, outlier_note
 from common.report.rates import fmt_tflops
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

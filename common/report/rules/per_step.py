@@ -4,10 +4,10 @@ for what it is (dispatch, or stretches with no op running)."""
 
 from __future__ import annotations
 
-from common.report.cpu_work import LONG_NO_OP_US
+from common.report.facts.cpu_work import LONG_NO_OP_US
 from common.report.rules.judge import first_step, steady_work
-from common.report.steadiness import COLD, PROFILER
-from common.report.tables import Tables
+from common.report.facts.steadiness import COLD, PROFILER
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from common.report.findings import Finding, in_window
 from common.report.rules import advice
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

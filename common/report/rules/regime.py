@@ -1,13 +1,13 @@
 """On a GPU: who sets the pace (the host's dispatch or the device's work) and what bounds the kernels
-(the compute roof or the memory roof), from :mod:`common.report.regime`'s numbers."""
+(the compute roof or the memory roof), from :mod:`common.report.facts.regime`'s numbers."""
 
 from __future__ import annotations
 
 from common.report.rates import fmt_gbs, fmt_pct, fmt_tflops
-from common.report.regime import DEVICE_BOUND_FROM, OVERHEAD_BELOW, Regime, matrix_bound
+from common.report.facts.regime import DEVICE_BOUND_FROM, OVERHEAD_BELOW, Regime, matrix_bound
 from common.report.findings import Finding, in_window
 from common.report.rules import advice
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 SIXTEEN_BIT = ("bf16", "fp16", "fp8")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from common.report.rates import fmt_flops, fmt_pct, fmt_tflops
-from common.report.knob_work import ATTENTION, GEMMS
-from common.report.roofline import KNOB_ROWS, KNOBS_OP, Judged, row_json
+from common.report.facts.knob_work import ATTENTION, GEMMS
+from common.report.facts.roofline import KNOB_ROWS, KNOBS_OP, Judged, row_json
 from common.report.findings import Finding
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import rounded
 
 SMALL_SHARE_PCT = 10.0  # under this share of its roof an op is far from what its bound allows

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import statistics
 
-from common.report import names as trace_names
+from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.rules.first_step import others_label, times, what_it_holds
 from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, matmul_gflops,
                                       step_times, warmed_up)
-from common.report.steadiness import COLD, PROFILER, WIDER_RATIO, first_vs_rest, steady, typical
-from common.report.tables import Tables
+from common.report.facts.steadiness import COLD, PROFILER, WIDER_RATIO, first_vs_rest, steady, typical
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from common.paths import LARGE_TRACE_BYTES
 from common.report.findings import Finding
-from common.report.tables import Tables
+from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
 

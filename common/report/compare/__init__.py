@@ -1,0 +1,5 @@
+"""Two runs side by side: two traces' facts (and findings) -> a comparison.
+
+In: each run's :class:`~common.report.facts.tables.Tables`. Out: what changed, name by name
+(:mod:`.rows`), the control that says whether the machine changed between the runs (:mod:`.control`),
+and the verdict per step (:mod:`.judge`). Rendered by :mod:`common.report.render.text` and ``--html``."""

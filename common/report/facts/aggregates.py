@@ -1,0 +1,434 @@
+"""The numbers particular rules read, computed once over the model's lanes with the other tables.
+
+A rule reads these records (``t.occupancy.queried``, ``t.kernel_gaps[i]``) and judges; it never
+walks the lanes itself. Each record also holds the time spans a finding about it points at (the
+copies before a GEMM, the final synchronize), so the rule can hand them on with its evidence.
+Times are µs relative to the window's start, like the model's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from common.report.model import names as trace_names
+from common.report.load.columns import factorize
+from common.report.facts.gap_cause import GapCause, GapIndex, gap_cause
+from common.report.model.gpus import Gpu, gpu_of
+from common.report.model.intervals import Intervals
+from common.report.model.build import ANNOTATION, CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, SYNC_NAMES, Model
+from common.report.facts.phases import GRAPH_LAUNCHES
+from common.report.facts.rows import OpRow
+from common.report.findings import Span
+from common.report.facts.tensorboard import AlignedSteps
+
+DISPATCH_PARENTS = ("aten::matmul", "aten::linear", "aten::addmm")  # ops whose child ops the rules read
+MATMUL_OPS = ("aten::mm", "aten::bmm")  # aten::matmul's two paths
+REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+FXGRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+COMPILE_FRAMES = ("TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "CompiledFunction",
+                  "Pregraph bytecode")
+
+
+def _names_of(m: Model, ids) -> list:
+    return sorted({m.names[i] for i in np.asarray(ids).tolist()})
+
+
+# ----------------------------------------------------------------------------- the op tree
+
+
+@dataclass(frozen=True)
+class TopOpChildren:
+    """The op at the top of the op table (by CPU total) and its heaviest child (None: it has none)."""
+
+    op: str
+    heaviest: Optional[str]
+    heaviest_us: float
+
+
+def top_op_children(m: Model, ops: tuple) -> Optional[TopOpChildren]:
+    """For the first op row (not ProfilerStep#N, CPU total > 0): the child name whose calls (under any
+    event of that name) take the most time."""
+    top = next((o for o in ops if o.kind == "op" and not STEP_RE.match(o.name) and o.cpu_total_us > 0), None)
+    if top is None:
+        return None
+    cpu = m.cpu
+    par = np.flatnonzero(cpu.name == m.names.index(top.name))
+    kids = np.flatnonzero(np.isin(cpu.parent, par))
+    if not kids.size:
+        return TopOpChildren(top.name, None, 0.0)
+    tot = np.bincount(cpu.name[kids], weights=cpu.dur[kids])
+    c = int(np.argmax(tot))
+    return TopOpChildren(top.name, m.names[c], float(tot[c]))
+
+
+def op_children(m: Model, parent_name: str) -> dict:
+    """Child ops of every ``parent_name`` op call, by name: how many."""
+    cpu = m.cpu
+    if parent_name not in m.names:
+        return {}
+    nid = m.names.index(parent_name)
+    par = np.flatnonzero((cpu.name == nid) & (cpu.kind == OP))
+    if not par.size:
+        return {}
+    kids = np.flatnonzero(np.isin(cpu.parent, par) & (cpu.kind == OP))
+    ids, cnt = np.unique(cpu.name[kids], return_counts=True)
+    return {m.names[i]: int(c) for i, c in zip(ids.tolist(), cnt.tolist())}
+
+
+def mm_add_pairs(m: Model) -> int:
+    """aten::mm/matmul/bmm calls followed, under the same parent, by an aten::add call."""
+    cpu = m.cpu
+    if "aten::add" not in m.names:
+        return 0
+    mmish = m.name_mask(lambda s: s in ("aten::mm", "aten::matmul", "aten::bmm"))
+    add_id = m.names.index("aten::add")
+    cand = np.flatnonzero(((cpu.name == add_id) | mmish[cpu.name]) & (cpu.kind == OP))
+    if not cand.size:
+        return 0
+    o = np.lexsort((cand, cpu.parent[cand]))
+    c = cand[o]
+    same = cpu.parent[c[1:]] == cpu.parent[c[:-1]]
+    is_add = cpu.name[c[1:]] == add_id
+    prev_mm = mmish[cpu.name[c[:-1]]]
+    return int((same & is_add & prev_mm).sum())
+
+
+# ----------------------------------------------------------------------------- launches
+
+
+@dataclass(frozen=True)
+class OccupancyQueries:
+    """Kernel launches with and without an occupancy query on their thread since the previous launch."""
+
+    gemm_launches: int
+    gemm_launches_queried: int
+    launch_calls: tuple  # the runtime calls that launched the GEMMs, by name
+    queried: int
+    plain: int
+    queried_ops: dict  # the top 3 ops of the queried launches: {op: {launches, kernels (the top 2 names)}}
+    plain_ops: dict  # ... of the plain ones
+    queries: tuple  # the occupancy-query calls of the trace, by name
+
+
+def _queried_kernels(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """(kernels with a correlated launch, whether an occupancy query came on that thread since its
+    previous launch), both indexed like ``m.dev``."""
+    dev, cpu = m.dev, m.cpu
+    kj = np.flatnonzero((dev.launch >= 0) & (dev.kind == KERNEL))
+    rt = np.flatnonzero(cpu.kind == RUNTIME)  # sorted by thread, then time
+    if not rt.size or not kj.size:
+        return kj, np.zeros(kj.size, dtype=bool)
+    is_occ = m.name_mask(trace_names.is_occupancy_query)[cpu.name[rt]]
+    launch_mask = np.zeros(cpu.n, dtype=bool)
+    launch_mask[dev.launch[kj]] = True
+    cq = np.cumsum(is_occ)
+    pos = np.flatnonzero(launch_mask[rt])
+    thread = cpu.thread[rt]
+    prev = np.concatenate(([-1], pos[:-1]))  # previous launch position (any thread)
+    same_thread = (prev >= 0) & (thread[np.maximum(prev, 0)] == thread[pos])
+    before = np.where(same_thread, cq[np.maximum(prev, 0)], 0)
+    # queries since the previous launch on this thread (or since the thread's first runtime call)
+    first_of_thread = np.searchsorted(thread, thread[pos], side="left")
+    base = np.where(same_thread, before, np.where(first_of_thread > 0, cq[np.maximum(first_of_thread - 1, 0)], 0))
+    q_of_rt = np.zeros(rt.size, dtype=bool)
+    q_of_rt[pos] = (cq[pos] - base) > 0
+    return kj, q_of_rt[np.searchsorted(rt, dev.launch[kj])]
+
+
+def occupancy_queries(m: Model) -> Optional[OccupancyQueries]:
+    """None on a CPU-only trace."""
+    if not m.has_gpu:
+        return None
+    dev, cpu = m.dev, m.cpu
+    kj, kq = _queried_kernels(m)
+    gemm = dev.category[kj] == CATEGORY_CODES["gemm"]
+    kop = np.where(dev.op[kj] >= 0, cpu.name[np.maximum(dev.op[kj], 0)], -1)
+    kname = dev.name[kj]
+
+    def top(mask, k=3):
+        ops, cnt = np.unique(kop[mask], return_counts=True)
+        out = {}
+        for i in np.argsort(-cnt)[:k].tolist():
+            sel = mask & (kop == ops[i])
+            kn, kc = np.unique(kname[sel], return_counts=True)
+            names_ = [trace_names.short_name(m.names[kn[j]], 60) for j in np.argsort(-kc)[:2].tolist()]
+            out[m.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
+        return out
+
+    queries = _names_of(m, cpu.name[(cpu.kind == RUNTIME) & m.name_mask(trace_names.is_occupancy_query)[cpu.name]])
+    return OccupancyQueries(
+        gemm_launches=int(gemm.sum()), gemm_launches_queried=int((gemm & kq).sum()),
+        launch_calls=tuple(_names_of(m, cpu.name[dev.launch[kj[gemm]]])), queried=int(kq.sum()),
+        plain=int((~kq).sum()), queried_ops=top(kq), plain_ops=top(~kq), queries=tuple(queries))
+
+
+@dataclass(frozen=True)
+class GraphLaunches:
+    """cudaGraphLaunch (or an equivalent) calls and the kernels they replayed."""
+
+    launches: int
+    name: str  # the first launch call's name
+    kernels_replayed: int
+
+
+def graph_launches(m: Model) -> Optional[GraphLaunches]:
+    cpu, dev = m.cpu, m.dev
+    graph_ids = m.name_mask(lambda s: s in GRAPH_LAUNCHES)
+    launches = np.flatnonzero(graph_ids[cpu.name] & (cpu.kind == RUNTIME))
+    if not launches.size:
+        return None
+    is_graph = np.zeros(cpu.n, dtype=bool)
+    is_graph[launches] = True
+    linked = dev.launch >= 0
+    replayed = int((linked & (dev.kind == KERNEL) & is_graph[np.maximum(dev.launch, 0)]).sum())
+    return GraphLaunches(int(launches.size), m.names[cpu.name[launches[0]]], replayed)
+
+
+# ----------------------------------------------------------------------------- the timeline
+
+
+@dataclass(frozen=True)
+class FinalSync:
+    """The last device synchronize on the CPU lane and how busy the GPU was during it."""
+
+    name: str
+    start_us: float
+    dur_us: float
+    gpu_busy_us: float
+
+
+def final_sync(m: Model, gpu_busy: Intervals) -> Optional[FinalSync]:
+    cpu = m.cpu
+    sync_ids = m.name_mask(lambda s: s in SYNC_NAMES)
+    idx = np.flatnonzero(sync_ids[cpu.name] & (cpu.kind == RUNTIME))
+    if not idx.size:
+        return None
+    i = int(idx[np.argmax(cpu.ts[idx])])
+    a, d = float(cpu.ts[i]), float(cpu.dur[i])
+    return FinalSync(m.names[cpu.name[i]], a, d, float(gpu_busy.covered(a, a + d)) if len(gpu_busy) else 0.0)
+
+
+@dataclass(frozen=True)
+class BufferRequest:
+    name: str
+    start_us: float
+    dur_us: float
+    step: int  # index of the step holding its start (-1: none)
+
+
+@dataclass(frozen=True)
+class BufferRequests:
+    """The profiler's Activity Buffer Requests (overhead events and GPU-lane annotations), by start."""
+
+    requests: tuple  # BufferRequest
+    total_us: float
+
+
+def buffer_requests(m: Model) -> BufferRequests:
+    reqs = [(o[0], o[1], o[2]) for o in m.overheads if "Buffer Request" in o[0]]
+    reqs += [(a[0], a[1], a[2]) for a in m.gpu_annotations if "Buffer Request" in a[0]]
+    reqs.sort(key=lambda r: r[1])
+    steps = m.step_of(np.array([r[1] for r in reqs])).tolist() if reqs else []
+    return BufferRequests(tuple(BufferRequest(n, s, d, int(i)) for (n, s, d), i in zip(reqs, steps)),
+                          sum(r[2] for r in reqs))
+
+
+@dataclass(frozen=True)
+class KernelGap:
+    """The largest idle gap between device work inside one step."""
+
+    gap_us: float
+    start_us: float
+    end_us: float
+    overlapping: tuple  # the profiler overhead events that overlap the gap, by name
+    cause: Optional[GapCause] = None  # the launch after the gap and what the CPU did meanwhile (:mod:`.gap_cause`)
+
+
+def _device_window(m: Model, aligned: AlignedSteps, i: int) -> tuple[float, float]:
+    """Step ``i`` as TensorBoard moves it onto the device side (its host span when TensorBoard drops it)."""
+    if i < aligned.kept:
+        return float(aligned.starts[i]), float(aligned.ends[i])
+    return m.steps[i].start, m.steps[i].end
+
+
+def kernel_gaps(m: Model, gpu_busy: Intervals, aligned: AlignedSteps) -> tuple:
+    """Per step, its largest gap (None for a step with fewer than two device events); empty without a
+    device lane or with fewer than two ProfilerSteps."""
+    if not m.has_gpu or m.window_source != "ProfilerStep" or len(m.steps) < 2:
+        return ()
+    dev = m.dev
+    out, index = [], GapIndex(m)
+    for i in range(len(m.steps)):
+        sel = dev.step == i
+        if sel.sum() < 2:
+            out.append(None)
+            continue
+        start, end = _device_window(m, aligned, i)  # a kernel that claims to start before its step is cut there
+        a, b = max(float(dev.ts[sel].min()), start), min(float(dev.end[sel].max()), end)
+        if b <= a:
+            out.append(None)
+            continue
+        gs, ge = gpu_busy.gaps_inside(a, b)
+        if not gs.size:
+            out.append(KernelGap(0.0, a, a, ()))
+            continue
+        k = int(np.argmax(ge - gs))
+        g0, g1 = float(gs[k]), float(ge[k])
+        out.append(KernelGap(float(ge[k] - gs[k]), g0, g1,
+                             tuple(o[0] for o in m.overheads if o[1] < g1 and o[1] + o[2] > g0), gap_cause(m, g0, g1, index)))
+    return tuple(out)
+
+
+def annotation_start(m: Model, name: Optional[str]) -> Optional[float]:
+    """The earliest start of annotation ``name`` inside the first step (None: not there)."""
+    if name is None or name not in m.names or not m.steps:
+        return None
+    cpu, first = m.cpu, m.steps[0]
+    hits = np.flatnonzero((cpu.name == m.names.index(name)) & (cpu.kind == ANNOTATION) & (cpu.ts >= first.start)
+                          & (cpu.ts <= first.end))
+    return float(cpu.ts[hits].min()) if hits.size else None
+
+
+def annotation_calls(m: Model, names) -> dict:
+    """Every call of each annotation name (phases: ``decode`` in an LLM request), as spans."""
+    cpu = m.cpu
+    out = {}
+    for name in names:
+        if name in m.names:
+            hits = np.flatnonzero((cpu.name == m.names.index(name)) & (cpu.kind == ANNOTATION))
+            out[name] = tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist())
+    return out
+
+
+# ----------------------------------------------------------------------------- copies
+
+
+TINY_SHARE, TINY_SKIPPED = 0.1, 3  # at most 3 memsets or non-GEMM events under 10% of the copy between it and its GEMM
+
+
+@dataclass(frozen=True)
+class DtodBeforeGemm:
+    """Memcpy DtoD events followed on their stream by a GEMM kernel (with at most a few memsets or tiny
+    events between them: cuBLAS's 4-byte memset before a Hopper GEMM)."""
+
+    copies: tuple  # Span of each copy
+    median_bytes: Optional[float]
+    median_us: float
+    gemm: str  # the first copy's GEMM
+    issued_by: tuple  # the first copy's launch and up to 4 of its ancestors, innermost first
+    between: tuple = ()  # (name, memset?, bytes) of the events between the first copy and its GEMM
+
+
+def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
+    """None without such a pair (or without a device lane)."""
+    if not m.has_gpu:
+        return None
+    dev, cpu = m.dev, m.cpu
+    dtod = m.name_mask(lambda s: "DtoD" in s or "Device -> Device" in s)
+    cand = np.flatnonzero((dev.kind == MEMCPY) & dtod[dev.name])
+    if not cand.size:
+        return None
+    sid, _ = factorize(list(zip(dev.device.tolist(), dev.stream)))
+    order = np.lexsort((dev.ts, sid))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    pairs = [(c, g, between) for c in cand.tolist()
+             for g, between in [_gemm_after(m, order, sid, int(rank[c]), c)] if g is not None]
+    if not pairs:
+        return None
+    c, g, between = pairs[0]
+    chain = []
+    if dev.launch[c] >= 0:
+        p = int(dev.launch[c])
+        chain.append(m.names[cpu.name[p]])
+        p = int(cpu.parent[p])
+        while p >= 0 and len(chain) < 5:
+            chain.append(m.names[cpu.name[p]])
+            p = int(cpu.parent[p])
+    copies = [p[0] for p in pairs]
+    byt = dev.bytes[copies]
+    return DtodBeforeGemm(tuple(Span(float(dev.ts[i]), float(dev.dur[i])) for i in copies),
+                          float(np.nanmedian(byt)) if np.isfinite(byt).any() else None,
+                          float(np.median(dev.dur[copies])), m.names[dev.name[g]], tuple(chain),
+                          tuple((m.names[dev.name[j]], bool(dev.kind[j] == MEMSET), float(dev.bytes[j]))
+                                for j in between))
+
+
+def _gemm_after(m: Model, order: np.ndarray, sid: np.ndarray, at: int, copy: int) -> tuple:
+    """(the GEMM kernel that next runs on the copy's stream, the memsets and tiny events before it), or (None, ())."""
+    dev, skipped = m.dev, []
+    for j in order[at + 1:at + 2 + TINY_SKIPPED].tolist():
+        if sid[j] != sid[copy]:
+            break
+        if dev.kind[j] == KERNEL and dev.category[j] == CATEGORY_CODES["gemm"]:
+            return j, tuple(skipped)
+        if dev.kind[j] != MEMSET and dev.dur[j] >= TINY_SHARE * dev.dur[copy]:
+            break
+        skipped.append(j)
+    return None, ()
+
+
+@dataclass(frozen=True)
+class AddmmGemms:
+    """GEMM kernels launched from inside an aten::addmm."""
+    count: int
+    names: tuple  # their kernel names, sorted
+    spans: tuple = ()  # Span of each kernel
+
+
+def addmm_gemms(m: Model) -> AddmmGemms:
+    dev, cpu = m.dev, m.cpu
+    if "aten::addmm" not in m.names:
+        return AddmmGemms(0, ())
+    addmm = m.names.index("aten::addmm")
+    has_op = dev.op >= 0
+    by_addmm = has_op & (cpu.name[np.where(has_op, dev.op, 0)] == addmm)
+    gemms = np.flatnonzero(by_addmm & (dev.kind == KERNEL) & (dev.category == CATEGORY_CODES["gemm"]))
+    return AddmmGemms(int(gemms.size), tuple(_names_of(m, dev.name[gemms])), tuple(map(Span, dev.ts[gemms], dev.dur[gemms])))
+
+
+# ----------------------------------------------------------------------------- torch.compile
+
+
+@dataclass(frozen=True)
+class CompileFrames:
+    """torch.compile's own rows of the op table, by name: calls of each."""
+
+    regions: dict  # "Torch-Compiled Region: K/M" -> calls
+    hashes: dict  # CompiledFxGraph hash -> calls
+    frames: dict  # TorchDynamo Cache Lookup, ... -> calls
+    region_phase: dict  # region name -> the annotation (not ProfilerStep#N) its calls sit in most often, or None
+    recompiled_calls: tuple  # Span of every call of a region K/M with M > 0
+    self_us: float = 0.0  # the frames' own CPU time (regions, CompiledFxGraph, Dynamo's and AOT's), in the window
+
+
+def compile_frames(m: Model, ops: tuple) -> Optional[CompileFrames]:
+    """None when the trace holds no torch.compile frame."""
+    by_name: dict[str, OpRow] = {o.name: o for o in ops}
+    regions = {n: o.calls for n, o in by_name.items() if REGION.match(n)}
+    hashes = {FXGRAPH.match(n).group(1): o.calls for n, o in by_name.items() if FXGRAPH.match(n)}
+    frames = {n: o.calls for n, o in by_name.items() if n in COMPILE_FRAMES}
+    self_us = sum(o.self_cpu_us for n, o in by_name.items() if REGION.match(n) or FXGRAPH.match(n) or n in COMPILE_FRAMES)
+    if not (regions or hashes or frames):
+        return None
+    cpu = m.cpu
+    region_phase = {}
+    for name in regions:
+        outer = m.enclosing(np.flatnonzero(cpu.name == m.names.index(name)), (ANNOTATION,))
+        named = [m.names[cpu.name[i]] for i in outer.tolist() if i >= 0]
+        named = [n for n in named if not STEP_RE.match(n)]
+        region_phase[name] = max(set(named), key=named.count) if named else None
+    ids = [i for i, n in enumerate(m.names) if n.startswith("Torch-Compiled Region: ") and not n.endswith("/0")]
+    hits = np.flatnonzero(np.isin(cpu.name, ids))
+    return CompileFrames(regions, hashes, frames, region_phase,
+                         tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist()), float(self_us))
+
+
+def gpu_of_trace(m: Model) -> Gpu:
+    """The GPU the trace's kernels ran on (its deviceProperties entry; the first when none ran)."""
+    first = int(m.dev.device[0]) if m.dev.n else None
+    return gpu_of(list(m.devices.values()), first)

@@ -1,0 +1,113 @@
+"""What the CPU was doing while the GPU sat idle between two pieces of device work.
+
+The device event after the gap was launched by a runtime call (its correlation id). When that launch
+began after the gap opened, the GPU waited for the CPU: the op the launch sits in, and the CPU events
+that ran on the launching thread during the gap (the deepest ones, longest first), say what held it.
+When the launch came before the gap opened, the work was queued and the GPU idled on its own side (a
+profiler buffer request, a dependency on another stream): the trace names what overlaps, if anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from common.report.model.build import Model
+
+SHOWN = 3  # CPU events named, longest overlap first
+
+
+@dataclass(frozen=True)
+class GapCause:
+    """The launch of the device event after a gap, and the CPU events during the gap on its thread."""
+
+    next_event: str  # the device event the gap ends with
+    launch: Optional[str]  # its runtime call (None: no launch in the trace)
+    launch_start_us: Optional[float]
+    launch_us: Optional[float]  # how long the launch call itself took
+    op: Optional[str]  # the op (else annotation) the launch sits in
+    op_start_us: Optional[float]
+    op_us: Optional[float]
+    late_us: float  # how far into the gap the launch began (0: launched before the gap opened)
+    busy: tuple[tuple[str, float], ...]  # (name, µs inside the gap) of the deepest CPU events on the thread
+
+    @property
+    def cpu_late(self) -> bool:
+        """The GPU waited for the CPU: the launch began inside the gap."""
+        return self.launch is not None and self.late_us > 0
+
+
+class GapIndex:
+    """The device events by start and a thread's CPU events by start, sorted once per model (on first
+    use), so each gap's look-ups are binary searches, not scans of the trace (a long trace has a gap per step)."""
+
+    def __init__(self, m: Model) -> None:
+        self.m, self.dev_order, self.dev_ts, self.threads = m, None, None, {}
+
+    def first_starting_at(self, end: float) -> Optional[int]:
+        """The first device event (in trace order) whose start is ``np.isclose`` to ``end`` (atol 1 ns)."""
+        ts = self.m.dev.ts
+        if self.dev_order is None:
+            self.dev_order = np.argsort(ts, kind="stable")
+            self.dev_ts = ts[self.dev_order]
+        tol = 2 * (1e-3 + 1e-5 * abs(end))  # twice isclose's tolerance: the exact test below decides
+        lo, hi = np.searchsorted(self.dev_ts, [end - tol, end + tol], side="left")
+        near = self.dev_order[lo:hi + 1]
+        near = near[np.isclose(ts[near], end, atol=1e-3)]
+        return int(near.min()) if near.size else None
+
+    def overlapping(self, thread: int, start: float, end: float) -> np.ndarray:
+        """The CPU events on ``thread`` with ts < end and end > start, in trace order."""
+        cpu = self.m.cpu
+        if thread not in self.threads:
+            rows = np.flatnonzero(cpu.thread == thread)
+            order = rows[np.argsort(cpu.ts[rows], kind="stable")]
+            ends = cpu.end[order]
+            self.threads[thread] = order, cpu.ts[order], np.maximum.accumulate(np.where(np.isnan(ends), -np.inf, ends))
+        order, ts, max_end = self.threads[thread]
+        began = int(np.searchsorted(ts, end, side="left"))  # ts < end
+        first = int(np.searchsorted(max_end[:began], start, side="right"))  # before it, every event ended by start
+        rows = order[first:began]
+        return np.sort(rows[cpu.end[rows] > start])
+
+
+def gap_cause(m: Model, start: float, end: float, index: Optional[GapIndex] = None) -> Optional[GapCause]:
+    """The cause of the gap [start, end] on the device lane (None: no device event starts at its end)."""
+    dev, cpu = m.dev, m.cpu
+    index = index or GapIndex(m)
+    k = index.first_starting_at(end)
+    if k is None:
+        return None
+    name = m.names[int(dev.name[k])]
+    launch, op = int(dev.launch[k]), int(dev.op[k])
+    if launch < 0:
+        return GapCause(name, None, None, None, None, None, None, 0.0, ())
+    l0, ldur = float(cpu.ts[launch]), float(cpu.dur[launch])
+    o = (m.names[int(cpu.name[op])], float(cpu.ts[op]), float(cpu.dur[op])) if op >= 0 else (None, None, None)
+    return GapCause(name, m.names[int(cpu.name[launch])], l0, ldur, *o, max(l0 - start, 0.0),
+                    _busy(m, index.overlapping(int(cpu.thread[launch]), start, end), start, end))
+
+
+def _busy(m: Model, sel: np.ndarray, start: float, end: float) -> tuple:
+    """The deepest of the CPU events ``sel`` (those on the launch's thread that overlap [start, end]), by their
+    overlap, longest first (an event with a child overlapping the gap is left for the child, unless its own
+    part is longer)."""
+    cpu = m.cpu
+    if not sel.size:
+        return ()
+    overlap = np.minimum(cpu.end[sel], end) - np.maximum(cpu.ts[sel], start)
+    inside = dict(zip(sel.tolist(), overlap.tolist()))
+    child_overlap: dict[int, float] = {}
+    for i in sel.tolist():
+        p = int(cpu.parent[i])
+        if p in inside:
+            child_overlap[p] = child_overlap.get(p, 0.0) + inside[i]
+    own = {i: inside[i] - child_overlap.get(i, 0.0) for i in inside}
+    named: dict[str, float] = {}
+    for i, us in own.items():
+        if us > 0.0:
+            key = m.names[int(cpu.name[i])]
+            named[key] = named.get(key, 0.0) + us
+    return tuple(sorted(((n, float(us)) for n, us in named.items()), key=lambda x: -x[1])[:SHOWN])

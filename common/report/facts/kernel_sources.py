@@ -1,0 +1,64 @@
+"""Where the Triton kernels came from: the call that launched each (the runtime or driver API) and
+the op or annotation around that launch.
+
+Inductor wraps each of its kernel launches in a record of the kernel's own name; that record is
+passed over for the one around it (the compiled graph, ``## Call CompiledFxGraph <hash> ##``). Only
+the kernels :func:`~common.report.model.names.jit_category` calls Triton (Inductor's, and those written by
+hand and launched by Triton's launcher) are read, once per name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from common.report.facts.aggregates import FXGRAPH
+from common.report.model.build import ANNOTATION, CATEGORY_CODES, KERNEL, OP, Model
+
+TRITON_CATEGORIES = ("triton_pointwise", "triton_reduction", "triton_persistent", "triton_other")
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """One kernel name's launches: by which call, from inside which op, most first."""
+
+    name: str
+    launchers: tuple  # (runtime/driver call name, launches), most first
+    callers: tuple  # (op or annotation around the launch, launches), most first; "" where none is
+
+    @property
+    def launched_from(self) -> str:
+        """``LigerGELUMulFunction``, ``the compiled graph (CompiledFxGraph fwv23rla6unu…)``, or several."""
+        named = [_short_caller(c) + (f" {n}x" if len(self.callers) > 1 else "") for c, n in self.callers[:3]]
+        return ", ".join(named) + (f" (+{len(self.callers) - 3} more)" if len(self.callers) > 3 else "")
+
+
+def _short_caller(name: str) -> str:
+    graph = FXGRAPH.match(name)
+    if graph:
+        return f"the compiled graph (CompiledFxGraph {graph.group(1)[:12]}…)"
+    return name or "no op (a launch outside every op)"
+
+
+def kernel_sources(m: Model) -> dict:
+    """{kernel name: KernelSource} for the Triton kernels the trace launched (not before the window)."""
+    dev, cpu = m.dev, m.cpu
+    if not m.has_gpu:
+        return {}
+    codes = [CATEGORY_CODES[c] for c in TRITON_CATEGORIES]
+    rows = np.flatnonzero((dev.kind == KERNEL) & ~dev.outside & np.isin(dev.category, codes) & (dev.launch >= 0))
+    out = {}
+    for name_id in np.unique(dev.name[rows]).tolist():
+        mine = rows[dev.name[rows] == name_id]
+        callers = dev.op[mine].copy()
+        own = (callers >= 0) & (cpu.name[np.maximum(callers, 0)] == name_id)  # Inductor's record of this launch
+        if own.any():
+            callers[own] = m.enclosing(callers[own], (OP, ANNOTATION))
+        name = m.names[name_id]
+        out[name] = KernelSource(
+            name=name,
+            launchers=tuple(Counter(m.names[i] for i in cpu.name[dev.launch[mine]].tolist()).most_common()),
+            callers=tuple(Counter(m.names[cpu.name[i]] if i >= 0 else "" for i in callers.tolist()).most_common()))
+    return out

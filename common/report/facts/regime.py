@@ -1,0 +1,152 @@
+"""What bounds a GPU run, in two questions that "GPU busy" alone does not answer.
+
+1. **Who sets the pace: the host or the device.** Per step, the device time of the work the step
+   launched against the host's wall time of the step (medians over the steps). At or above
+   :data:`DEVICE_BOUND_FROM` the GPU's work fills the step: **device-bound** (the host launches as fast
+   as the GPU runs, or faster). Under :data:`OVERHEAD_BELOW` the GPU idles most of each step while the
+   host dispatches: **overhead-bound**. In between, neither alone.
+2. **What bounds the kernels: the compute roof or the memory roof.** The device time of the steps in
+   three classes: *matrix* work (GEMM and attention kernels), judged by the roofline's intensity
+   against the ridge point of the dtype their kernels ran (:mod:`.roofline`); *memory* work (memcpys,
+   memsets, elementwise, reduction, softmax and norm kernels: a few FLOPs per byte, under the ridge of
+   every GPU); and the *other* kernels, which the trace cannot judge. The class with most of the time
+   (and, for matrix work, its roof) is the verdict; where the matrix work's bytes are unknown, or no
+   class holds most of it, cannot tell.
+
+Numbers only (:mod:`.rules.regime` words them). Computed once per trace by :func:`regime_of`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from common.report.model import names as trace_names
+from common.report.facts.knob_work import ATTENTION
+from common.report.model.build import KERNEL, Model
+from common.report.facts.roofline import Judged, Roofline
+
+DEVICE_BOUND_FROM = 0.8  # device time per step / host wall per step, medians: at or above, device-bound
+OVERHEAD_BELOW = 0.5  # under this, the GPU idles most of each step: overhead-bound
+MOST = 0.5  # a class holding more than this share of the device time decides what bounds the kernels
+NEAR_ROOF_PCT = 50.0  # matrix work under this share of its roof is held by neither roof (the kernel itself)
+MATRIX_CATEGORIES = ("gemm", "attention", "cudnn")
+MEMORY_CATEGORIES = ("aten", "normalization", "triton_pointwise", "triton_reduction", "triton_persistent")
+_MEMORY_NAME = re.compile(r"softmax|layer_?norm|rms_?norm|group_?norm|batch_?norm|elementwise|reduce|"
+                          r"copy|fill|gather|scatter|index|cat_|transpose|where", re.I)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One GPU trace's pace (host or device) and what bounds its kernels."""
+
+    device_us: float  # median over the steps: device time of the work a step launched
+    wall_us: float  # median over the steps: the step's host wall time
+    pace: Optional[str]  # "device" | "overhead" | None (in between)
+    matrix_us: float  # device time in the steps, by class
+    memory_us: float
+    other_us: float
+    matrix: Optional[Judged]  # the roofline row that judges the matrix work (None: none counted)
+    bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
+    why_not: str = ""  # why no bound, where none
+    profiler_steps: bool = True  # the steps are ProfilerSteps (else one window of all events)
+
+    @property
+    def device_share(self) -> float:
+        return self.device_us / self.wall_us if self.wall_us > 0 else 0.0
+
+    @property
+    def total_us(self) -> float:
+        return self.matrix_us + self.memory_us + self.other_us
+
+    def pct(self, us: float) -> float:
+        return 100.0 * us / self.total_us if self.total_us > 0 else 0.0
+
+
+def memory_class(name: str, kind: int) -> bool:
+    """Whether a device event is memory work: a memcpy or memset, or a kernel whose category or name says
+    elementwise, reduction, softmax, norm, copy or fill (a few FLOPs per byte moved)."""
+    if kind != KERNEL:
+        return True
+    category = trace_names.kernel_category(name)
+    return category in MEMORY_CATEGORIES or (category == "other" and bool(_MEMORY_NAME.search(name)))
+
+
+def regime_of(m: Model, roofline: Optional[Roofline]) -> Optional[Regime]:
+    """The regime of a GPU trace with steps that launched device work; None otherwise."""
+    dev = m.dev
+    in_step = dev.step >= 0
+    if not m.has_gpu or not m.steps or not in_step.any():
+        return None
+    per_step = np.bincount(dev.step[in_step], weights=dev.dur[in_step], minlength=len(m.steps))
+    launched = per_step > 0
+    if not launched.any():
+        return None
+    device_us = float(np.median(per_step[launched]))
+    wall_us = float(np.median(np.array([s.dur for s in m.steps])[launched]))
+    share = device_us / wall_us if wall_us > 0 else 0.0
+    pace = "device" if share >= DEVICE_BOUND_FROM else "overhead" if share < OVERHEAD_BELOW else None
+    classes = _class_times(m, in_step)
+    matrix = _matrix_row(roofline)
+    bound, why_not = _bound(*classes, matrix)
+    return Regime(device_us, wall_us, pace, *classes, matrix, bound, why_not, m.window_source == "ProfilerStep")
+
+
+def _class_times(m: Model, in_step: np.ndarray) -> tuple[float, float, float]:
+    """Device time in the steps: matrix, memory, other."""
+    dev = m.dev
+    codes = {}
+    for nid in np.unique(dev.name[in_step]).tolist():
+        name = m.names[nid]
+        codes[nid] = 0 if trace_names.kernel_category(name) in MATRIX_CATEGORIES else None
+    klass = np.full(dev.n, 2, dtype=np.int8)
+    for i in np.flatnonzero(in_step).tolist():
+        if dev.kind[i] == KERNEL and codes.get(int(dev.name[i])) == 0:
+            klass[i] = 0
+        elif memory_class(m.names[dev.name[i]], int(dev.kind[i])):
+            klass[i] = 1
+    sums = np.bincount(klass[in_step], weights=dev.dur[in_step], minlength=3)
+    return float(sums[0]), float(sums[1]), float(sums[2])
+
+
+def _matrix_row(roofline: Optional[Roofline]) -> Optional[Judged]:
+    """The roofline row that judges the kernels' matrix work: the one with most time among the op rows
+    (the GEMMs or attention kernels themselves); the attention forward's row only where it is the sole
+    one (a fused kernel, whose row it is)."""
+    if roofline is None or not roofline.rows:
+        return None
+    ops = [j for j in roofline.rows if j.row.op != ATTENTION]
+    return ops[0] if ops else roofline.rows[0]
+
+
+def matrix_bound(matrix: Optional[Judged]) -> tuple[Optional[str], str]:
+    """The roof that holds the matrix work: its row's bound where it reaches :data:`NEAR_ROOF_PCT` of
+    its roof; else None, and why."""
+    if matrix is None:
+        return None, "no GEMM or attention op was counted"
+    if matrix.bound is None:
+        return None, "its bytes (or the device's bandwidth) are unknown, so its intensity cannot be set " \
+                     "against the ridge point"
+    if matrix.pct_of_roof is not None and matrix.pct_of_roof < NEAR_ROOF_PCT:
+        return None, (f"it reaches {matrix.pct_of_roof:.0f}% of the roof at its intensity "
+                      f"({matrix.row.intensity:,.0f} FLOP/byte, ridge {matrix.ridge:,.0f}): neither memory "
+                      "bandwidth nor compute is near saturated; the kernel's own limits (occupancy, "
+                      "scheduling, launch size) hold it")
+    return matrix.bound, ""
+
+
+def _bound(matrix_us: float, memory_us: float, other_us: float, matrix: Optional[Judged]) -> tuple:
+    total = matrix_us + memory_us + other_us
+    if total <= 0:
+        return None, "no device time in the steps"
+    if memory_us > MOST * total:
+        return "memory", ""
+    bound, why = matrix_bound(matrix)
+    if matrix_us > MOST * total:
+        return bound, why
+    if bound == "memory" and matrix_us + memory_us > MOST * total:
+        return "memory", ""
+    return None, "no class of work holds most of the device time"

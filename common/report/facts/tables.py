@@ -1,0 +1,522 @@
+"""Tables: every number of the report, computed once from the model's columns.
+
+Each function computes one table and returns it; :func:`build_tables` gathers them into one frozen
+:class:`Tables`, the stage after the model: rules and renderers read it and nothing else computes.
+None writes into another's input. Where a number carries another tool's name it follows that
+tool's definition: HolisticTraceAnalysis's GPU busy/idle over the GPU span, TensorBoard's step
+breakdown, GPU utilization, Est. SM efficiency and occupancy over its device-aligned steps
+(:mod:`.tensorboard`), the profiler table's Self CPU total and calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from common.guess import Guess
+from common.knobs import RunKnobs
+from common.report.facts import aggregates as agg
+from common.report.model import names as trace_names
+from common.report.facts.calls import call_work
+from common.report.facts.chains import phase_chains
+from common.report.facts.cpu_work import CpuWork, split_cpu_work
+from common.report.facts.first_step import FirstStepParts, first_step_parts
+from common.report.facts.guessed import GuessCheck, check_guess
+from common.report.model.gpus import Gpu
+from common.report.facts.header import Header, header_of
+from common.report.facts.phases import phase_table
+from common.report.model.intervals import Intervals
+from common.report.facts.kernel_sources import kernel_sources
+from common.report.facts.runtime_calls import runtime_calls_under
+from common.report.model.lanes import CpuLane
+from common.report.facts.memory import Memory, memory_of
+from common.report.facts.outside import LaunchedOutside, launched_outside
+from common.report.model.build import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, MEMCPY, MEMSET,
+                                 OP, RUNTIME, STEP_RE, Model)
+from common.report.facts.kernel_footprint import kernel_footprint
+from common.report.facts.overlap import exact_busy, hta_busy_span, hta_overlap_pct
+from common.report.facts.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
+                                   Numbers, TensorBoardNumbers, WindowNumbers)
+from common.report.facts.subtrees import attention_subtrees
+from common.report.facts.regime import Regime, regime_of
+from common.report.facts.roofline import Roofline, build_roofline
+from common.report.model.plausible_rates import checked_roofline
+from common.report.facts.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
+from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
+
+KERNEL_DETAIL_ROWS = 200  # per-kernel detail (registers, per-step times, decoded name) for the top kernels
+DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"  # TensorBoard's DataLoader rows
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """Every number of one trace, computed once from its model (which it keeps, for the steps, names
+    and metadata the renderers print)."""
+
+    model: Model
+    numbers: Numbers
+    step_rows: tuple  # StepRow per host step
+    breakdown: Breakdown
+    categories: tuple  # CategoryRow, largest first
+    kernels: tuple  # KernelRow, by total time
+    ops: tuple  # OpRow, by CPU total
+    phases: tuple  # phases.Phase, one per user annotation name
+    cpu_work: Optional[CpuWork]  # per step: compute ops' own work vs the dispatch around them
+    aligned_steps: AlignedSteps  # the steps as TensorBoard sees them
+    gpu_busy: Intervals  # the union of every kernel, memcpy and memset
+    gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
+    header: Header  # the GPUs, versions and job the trace names
+    # what particular rules read (:mod:`.aggregates`)
+    top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
+    op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
+    matmul_runtime_calls: dict  # {aten::mm/bmm: runtime_calls.RuntimeUnder (launches, other runtime calls)}
+    mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
+    occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
+    graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
+    final_sync: Optional[agg.FinalSync]  # the last device synchronize
+    buffer_requests: agg.BufferRequests  # the profiler's Activity Buffer Requests
+    kernel_gaps: tuple  # per step, its largest gap between device work (aggregates.KernelGap or None)
+    first_annotation_start_us: Optional[float]  # where the first step's first annotation starts
+    phase_calls: dict  # {phase name: (Span of each call)}
+    dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
+    addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
+    compile: Optional[agg.CompileFrames]  # torch.compile's frames
+    subtrees: dict  # {op: subtrees.Subtree}: what ran inside the ops Part 3 reads (masked_fill, SDPA)
+    guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
+    memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
+    roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
+    chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
+    launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
+    first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
+    regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
+    kernel_sources: dict = field(default_factory=dict)  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
+
+    @property
+    def knobs(self) -> Optional[RunKnobs]:
+        """What the lesson that wrote the trace did (warm-up, compile, schedule); None for other traces."""
+        return self.model.knobs
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.model.has_gpu
+
+    @property
+    def window_us(self) -> float:
+        return self.model.window_us
+
+    def step_label(self, i: int) -> str:
+        return self.model.step_label(i)
+
+    @property
+    def op_self_time(self) -> str:
+        """What ranks the ops by their own time: their self device time on a GPU trace, else their self CPU time."""
+        return "self device time" if self.has_gpu else "self CPU time"
+
+    @property
+    def ops_by_self_time(self) -> tuple:
+        """(op row, its own time in µs, as :attr:`op_self_time` says) of the ops (kind ``op``), heaviest first."""
+        key = "self_device_us" if self.has_gpu else "self_cpu_us"
+        return tuple(sorted(((o, getattr(o, key)) for o in self.ops if o.kind == "op"), key=lambda pair: -pair[1]))
+
+
+def build_tables(m: Model) -> Tables:
+    """Every table of the model, in dependency order."""
+    gpu_union = _gpu_union(m)
+    aligned = align_steps(m)
+    per_step = step_breakdown(m, aligned)
+    figures = device_figures(m, aligned)
+    numbers = Numbers(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
+                      window=window_numbers(m), tensorboard=tensorboard_numbers(aligned, figures),
+                      efficiency=efficiency_numbers(m, figures))
+    breakdown = Breakdown(**{k: float(v.sum()) for k, v in per_step.items()}, total=float(aligned.durations.sum()))
+    cpu_work = None
+    if m.window_source == "ProfilerStep":
+        cpu = m.cpu
+        cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
+                                  self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
+                                  step_walls=[s.dur for s in m.steps], thread=cpu.thread,
+                                  step_threads=[s.tid for s in m.steps], ts=cpu.ts,
+                                  step_starts=[s.start for s in m.steps], frees=_frees(m))
+    rows = step_rows(m, per_step, gpu_union, aligned)
+    ops = op_table(m)
+    phases = tuple(phase_table(m, gpu_union))
+    roofline = checked_roofline(build_roofline(m))
+    return Tables(
+        model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
+        kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
+        gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
+        op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
+        matmul_runtime_calls=runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
+        occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
+        final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
+        kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
+        first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
+        phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
+        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
+        guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
+        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
+        first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
+
+
+def _frees(m: Model):
+    """(times, bytes) of the CPU-side memory frees, or None for a trace without memory events."""
+    mem = m.mem
+    if not mem.n:
+        return None
+    sel = (mem.bytes < 0) & (mem.device_type == 0)
+    return mem.ts[sel], mem.bytes[sel]
+
+
+def _guess_check(m: Model) -> Optional[GuessCheck]:
+    """The lesson's guess (its knobs) against what its annotation's typical call ran."""
+    guess = Guess.from_json(m.knobs.guess) if m.knobs is not None else None
+    return check_guess(guess, call_work(m, guess.annotation) if guess is not None else None)
+
+
+# ----------------------------------------------------------------------------- the GPU and CPU totals
+
+
+def _gpu_union(m: Model) -> Intervals:
+    """The union of every kernel, memcpy and memset (all devices and streams)."""
+    return Intervals(m.dev.ts, m.dev.end) if m.has_gpu else Intervals.empty()
+
+
+def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
+    """GPU busy/idle on HolisticTraceAnalysis's definition (over the GPU span), busy in the window, and
+    HTA's communication/computation overlap."""
+    dev = m.dev
+    counts = dict(kernels=int((dev.kind == KERNEL).sum()), memcpys=int((dev.kind == MEMCPY).sum()),
+                  memsets=int((dev.kind == MEMSET).sum()), launches_correlated=int((dev.launch >= 0).sum()),
+                  streams=len({(d, s) for d, s in zip(dev.device.tolist(), dev.stream)}))
+    if not m.has_gpu:
+        return GpuNumbers(**dict.fromkeys(GPU_TIME_FIELDS), **counts)
+    communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \
+        (dev.kind == KERNEL)
+    compute = (dev.kind == KERNEL) & ~communication
+    busy, span = hta_busy_span(m)  # HTA's events: launched in the trace, up to the last step's end
+    w0, w1 = m.window
+    in_window = gpu_union.covered(w0, w1)
+    return GpuNumbers(
+        busy_us=busy, span_us=span, idle_us=span - busy,
+        idle_pct=100.0 * (span - busy) / span if span > 0 else 0.0,
+        busy_pct=100.0 * busy / span if span > 0 else 0.0,
+        compute_us=hta_busy_span(m, among=compute)[0],
+        communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
+        busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
+        comm_comp_overlap_pct=hta_overlap_pct(m), busy_exact_us=exact_busy(m), **counts)
+
+
+def cpu_numbers(m: Model) -> CpuNumbers:
+    """The profiler table's Self CPU time total (the window's CPU events), and counts."""
+    cpu = m.cpu
+    w0, w1 = m.window
+    in_window = (cpu.ts >= w0) & (cpu.ts <= w1)
+    return CpuNumbers(self_cpu_total_us=float(cpu.self_us[in_window].sum()), events=int(cpu.n),
+                      ops=int((cpu.kind == OP).sum()), runtime_calls=int((cpu.kind == RUNTIME).sum()),
+                      threads=len(cpu.threads))
+
+
+def device_numbers(m: Model) -> DeviceNumbers:
+    """The profiler table's Self CUDA time total; null (not 0) on a CPU-only trace."""
+    dev = m.dev
+    if not m.has_gpu:
+        return DeviceNumbers()
+    total = float(dev.dur.sum())
+    self_cpu = float(m.cpu.self_us[(m.cpu.ts >= m.window[0]) & (m.cpu.ts <= m.window[1])].sum())
+    return DeviceNumbers(self_device_total_us=total, self_device_in_steps_us=float(dev.dur[dev.step >= 0].sum()),
+                         kernel_total_us=float(dev.dur[dev.kind == KERNEL].sum()),
+                         device_to_cpu_ratio=total / self_cpu if self_cpu > 0 else None)
+
+
+def window_numbers(m: Model) -> WindowNumbers:
+    w0, w1 = m.window
+    return WindowNumbers(start_us=w0, end_us=w1, wall_us=w1 - w0, source=m.window_source)
+
+
+# ----------------------------------------------------------------------------- TensorBoard's figures
+
+
+def tensorboard_numbers(steps: AlignedSteps, figures: list[DeviceFigures]) -> TensorBoardNumbers:
+    """The steps TensorBoard reads (device-aligned when they launched GPU work) and its figures per device."""
+    start, end = steps.span
+    return TensorBoardNumbers(steps="device-aligned" if steps.moved else "host", start_us=start, end_us=end,
+                              wall_us=end - start, steps_kept=steps.kept, steps_dropped=list(steps.dropped),
+                              devices=[asdict(f) for f in figures])
+
+
+def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumbers:
+    """TensorBoard's GPU utilization, Est. SM efficiency and occupancy (the device with the most kernel
+    time first in ``figures``), and the kernel-time-weighted figures over every kernel."""
+    main = figures[0] if figures else None
+    figures_of_main = dict(gpu_utilization_pct=main.gpu_utilization_pct if main else None,
+                           est_sm_efficiency_pct=main.est_sm_efficiency_pct if main else None,
+                           est_achieved_occupancy_pct=main.est_achieved_occupancy_pct if main else None)
+    kernels = np.flatnonzero(m.dev.kind == KERNEL) if m.has_gpu else np.empty(0, np.int64)
+    if not kernels.size:
+        return EfficiencyNumbers(**figures_of_main)
+    dur = m.dev.dur[kernels]
+    blocks_per_sm = m.dev.blocks_per_sm[kernels]
+    known = np.isfinite(blocks_per_sm)
+    weighted = {}
+    if known.any() and dur[known].sum() > 0:
+        weight = dur[known].sum()
+        weighted["kernel_weighted_sm_efficiency_pct"] = 100.0 * float(
+            (np.minimum(blocks_per_sm[known], 1.0) * dur[known]).sum() / weight)
+        weighted["mean_blocks_per_sm"] = float((blocks_per_sm[known] * dur[known]).sum() / weight)
+    total = float(dur.sum())
+    if total > 0:
+        tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
+        weighted["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
+    return EfficiencyNumbers(**figures_of_main, **weighted, kernels_with_launch_args=int(known.sum()))
+
+
+def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
+    """Per kept step, TensorBoard's breakdown: each instant counts once, in the first category active
+    then (kernel > memcpy > memset > runtime > dataloader > CPU exec), the rest is other."""
+    cpu, dev = m.cpu, m.dev
+    step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
+    dataloader = m.name_mask(lambda s: s.startswith(DATALOADER_PREFIX) and s.endswith(DATALOADER_SUFFIX))
+    is_op = (cpu.kind == OP) & ~step_name[cpu.name]
+    loading = is_op & dataloader[cpu.name]
+    runtime = cpu.kind == RUNTIME
+    layers = [Intervals(dev.ts[dev.kind == k], dev.end[dev.kind == k]) for k in (KERNEL, MEMCPY, MEMSET)]
+    layers += [Intervals(cpu.ts[sel], cpu.end[sel]) for sel in (runtime, loading, is_op & ~loading)]
+    covered_before = np.zeros(steps.kept)
+    union = Intervals.empty()
+    out = {}
+    for key, layer in zip(BREAKDOWN_KEYS, layers):
+        union = union.union(layer) if len(layer) else union
+        covered = np.asarray(union.covered(steps.starts, steps.ends), dtype=np.float64)
+        out[key] = covered - covered_before
+        covered_before = covered
+    out["other"] = np.maximum(steps.durations - covered_before, 0.0)
+    return out
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+def step_rows(m: Model, per_step: dict, gpu_union: Intervals, aligned: AlignedSteps) -> tuple[StepRow, ...]:
+    """One row per host step: wall time, ops, kernels and device time it launched, GPU busy inside it,
+    its first annotation's gap, and TensorBoard's window and breakdown of it (None for a step
+    TensorBoard drops)."""
+    cpu, dev = m.cpu, m.dev
+    nsteps = len(m.steps)
+    starts = np.array([s.start for s in m.steps])
+    ends = np.array([s.end for s in m.steps])
+    busy = np.asarray(gpu_union.covered(starts, ends), dtype=np.float64) if len(gpu_union) else np.zeros(nsteps)
+    kernel_step = dev.step[(dev.kind == KERNEL) & (dev.step >= 0)]
+    kernels = np.bincount(kernel_step, minlength=nsteps)
+    in_step = dev.step >= 0
+    device_time = np.bincount(dev.step[in_step], weights=dev.dur[in_step], minlength=nsteps)
+    op_step = cpu.step[(cpu.kind == OP) & (cpu.step >= 0)]
+    ops = np.bincount(op_step, minlength=nsteps)
+    gaps = annotation_gaps(m)
+    rows = []
+    for i, s in enumerate(m.steps):
+        kept = i < aligned.kept
+        rows.append(StepRow(
+            name=s.name, number=s.number, start_us=s.start, wall_us=s.dur,
+            ops=int(ops[i]), kernels=int(kernels[i]), device_us=float(device_time[i]),
+            gpu_busy_us=float(busy[i]) if m.has_gpu else None,
+            gpu_busy_pct=(100.0 * float(busy[i]) / s.dur if s.dur > 0 else 0.0) if m.has_gpu else None,
+            annotation=gaps[i][0], annotation_gap_us=gaps[i][1], first_op=gaps[i][2],
+            device_aligned_start_us=float(aligned.starts[i]) if kept else None,
+            device_aligned_wall_us=float(aligned.ends[i] - aligned.starts[i]) if kept else None,
+            breakdown=StepBreakdown(**{k: float(per_step[k][i]) for k in BREAKDOWN_KEYS}) if kept else None,
+        ))
+    return tuple(rows)
+
+
+def annotation_gaps(m: Model) -> list:
+    """Per step: (first user annotation, gap to its first aten::* descendant, that op's name)."""
+    cpu = m.cpu
+    out = [(None, None, None)] * len(m.steps)
+    annotations = np.flatnonzero((cpu.kind == ANNOTATION) & (cpu.step >= 0))
+    if not annotations.size:
+        return out
+    skip = m.name_mask(lambda s: bool(STEP_RE.match(s)) or s.startswith(("nccl:", "gloo:", "## ", "Optimizer.")))
+    annotations = annotations[~skip[cpu.name[annotations]]]
+    is_aten = m.name_mask(lambda s: s.startswith("aten::"))
+    done = set()
+    for i in annotations.tolist():  # sorted by thread, then time
+        step = int(cpu.step[i])
+        if step in done:
+            continue
+        j = i + 1
+        hi = np.searchsorted(cpu.ts[j:j + 4096], cpu.end[i], side="right") + j
+        candidates = np.flatnonzero(is_aten[cpu.name[j:hi]] & (cpu.thread[j:hi] == cpu.thread[i]))
+        if not candidates.size:
+            continue
+        k = j + int(candidates[0])
+        done.add(step)
+        out[step] = (m.names[cpu.name[i]], float(cpu.ts[k] - cpu.ts[i]), m.names[cpu.name[k]])
+    return out
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def category_table(m: Model) -> tuple[CategoryRow, ...]:
+    """GPU time by kernel category (every device event the trace launched: not those launched before it),
+    largest first."""
+    dev = m.dev
+    if not m.has_gpu:
+        return ()
+    mine = ~dev.outside
+    time = np.bincount(dev.category[mine], weights=dev.dur[mine], minlength=len(CATEGORY_CODES))
+    count = np.bincount(dev.category[mine], minlength=len(CATEGORY_CODES))
+    total = float(dev.dur[mine].sum())
+    rows = [CategoryRow(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
+                        pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
+            for c, i in CATEGORY_CODES.items() if count[i]]
+    return tuple(sorted(rows, key=lambda r: -r.time_us))
+
+
+def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
+    """count/total/min/max/median of ``values`` per group id."""
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    count = np.bincount(g, minlength=groups)
+    total = np.bincount(g, weights=v, minlength=groups)
+    first = np.concatenate(([0], np.cumsum(count)[:-1]))
+    has = count > 0
+    low, high, median = np.full(groups, np.nan), np.full(groups, np.nan), np.full(groups, np.nan)
+    if v.size:
+        low[has] = v[first[has]]
+        high[has] = v[first[has] + count[has] - 1]
+        median[has] = (v[first[has] + (count[has] - 1) // 2] + v[first[has] + count[has] // 2]) / 2
+    return dict(count=count, total=total, min=low, max=high, median=median)
+
+
+def kernel_table(m: Model) -> tuple[KernelRow, ...]:
+    """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates; the
+    kernels the trace launched (one launched before the window is in no row: :mod:`.outside`)."""
+    dev = m.dev
+    rows_of = np.flatnonzero((dev.kind == KERNEL) & ~dev.outside) if m.has_gpu else np.empty(0, np.int64)
+    if not rows_of.size:
+        return ()
+    dur = dev.dur[rows_of]
+    uniq, kernel = np.unique(dev.name[rows_of], return_inverse=True)
+    stats = group_stats(kernel, dur, uniq.size)
+    total_time = float(dur.sum())
+    blocks_per_sm = dev.blocks_per_sm[rows_of]
+    estimates = _weighted_per_kernel(kernel, uniq.size, dur, blocks_per_sm, dev.occ[rows_of])
+    rows = []
+    for g in np.argsort(-stats["total"], kind="stable").tolist():
+        name = m.names[int(uniq[g])]
+        rows.append(KernelRow(
+            name=name, category=CATEGORY_KEYS[int(dev.category[rows_of[kernel == g][0]])], calls=int(stats["count"][g]),
+            total_us=float(stats["total"][g]), mean_us=float(stats["total"][g] / stats["count"][g]),
+            min_us=float(stats["min"][g]), median_us=float(stats["median"][g]), max_us=float(stats["max"][g]),
+            share_pct=100.0 * float(stats["total"][g]) / total_time if total_time > 0 else 0.0,
+            **{key: values[g] for key, values in estimates.items()},
+            tensor_cores=trace_names.uses_tensor_cores(name),
+            detail=_kernel_detail(m, name, rows_of[kernel == g]) if len(rows) < KERNEL_DETAIL_ROWS else None,
+            **kernel_footprint(m, rows_of[kernel == g]),
+        ))
+    return tuple(rows)
+
+
+
+def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, blocks_per_sm: np.ndarray,
+                         occupancy: np.ndarray) -> dict:
+    """Per kernel name, duration-weighted: SM efficiency (blocks per SM capped at 1), blocks per SM and
+    occupancy, over the calls that carry the argument (None where none does)."""
+    known_blocks, known_occupancy = np.isfinite(blocks_per_sm), np.isfinite(occupancy)
+
+    def weighted(values: np.ndarray, known: np.ndarray) -> list:
+        weight = np.bincount(kernel, weights=np.where(known, dur, 0.0), minlength=kernels)
+        total = np.bincount(kernel, weights=np.where(known, values * dur, 0.0), minlength=kernels)
+        return [float(t / w) if w > 0 else None for t, w in zip(total.tolist(), weight.tolist())]
+
+    efficiency = weighted(np.minimum(np.nan_to_num(blocks_per_sm), 1.0), known_blocks)
+    return dict(est_sm_efficiency_pct=[100.0 * e if e is not None else None for e in efficiency],
+                mean_blocks_per_sm=weighted(np.nan_to_num(blocks_per_sm), known_blocks),
+                est_achieved_occupancy_pct=weighted(np.nan_to_num(occupancy), known_occupancy))
+
+
+def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> KernelDetail:
+    """Registers, shared memory, time and calls per step, and the decoded name of one kernel's calls."""
+    dev = m.dev
+    registers, shared = dev.regs[rows], dev.smem[rows]
+    step = dev.step[rows]
+    in_step = step >= 0
+    nsteps = len(m.steps)
+    gemm, fused = trace_names.decode_gemm(name), trace_names.decode_fused(name)
+    return KernelDetail(
+        registers_per_thread=float(np.nanmax(registers)) if np.isfinite(registers).any() else None,
+        shared_memory_bytes=float(np.nanmax(shared)) if np.isfinite(shared).any() else None,
+        per_step_us=tuple(np.bincount(step[in_step], weights=dev.dur[rows][in_step], minlength=nsteps).tolist())
+        if nsteps else (),
+        per_step_calls=tuple(np.bincount(step[in_step], minlength=nsteps).tolist()) if nsteps else (),
+        decoded=(dict(gemm, kind="gemm", text=trace_names.describe_gemm(gemm)) if gemm else
+                 dict(fused, kind="fused", text=trace_names.describe_fused(fused)) if fused else None),
+    )
+
+
+# ----------------------------------------------------------------------------- ops
+
+
+def op_table(m: Model) -> tuple[OpRow, ...]:
+    """Per op (or annotation) name, TensorBoard's Operator view and the profiler table: calls, CPU total,
+    self CPU, device self (kernels it launched itself) and total (with its children's), by CPU total.
+
+    As both tools do, an op whose only child is a call of the same op (``aten::div`` inside
+    ``aten::div``) is one call: the inner one is not counted again."""
+    cpu, dev = m.cpu, m.dev
+    rows_of = np.flatnonzero((cpu.kind == OP) | (cpu.kind == ANNOTATION))
+    if not rows_of.size:
+        return ()
+    counted = rows_of[~_repeated_calls(cpu)[rows_of]]
+    names = len(m.names)
+    name = cpu.name
+    calls = np.bincount(name[counted], minlength=names)
+    total = np.bincount(name[counted], weights=cpu.dur[counted], minlength=names)
+    self_cpu = np.bincount(name[rows_of], weights=cpu.self_us[rows_of], minlength=names)
+    self_device, launched = np.zeros(names), {k: np.zeros(names, dtype=np.int64) for k in (KERNEL, MEMCPY, MEMSET)}
+    if m.has_gpu:
+        by_op = dev.op >= 0
+        self_device = np.bincount(name[dev.op[by_op]], weights=dev.dur[by_op], minlength=names)
+        launched = {k: np.bincount(name[dev.op[by_op & (dev.kind == k)]], minlength=names) for k in launched}
+    launched_time, launched_count = _launched_below(m)
+    device_total = np.bincount(name[counted], weights=launched_time[counted], minlength=names)
+    with_work = np.bincount(name[counted], weights=(launched_count[counted] > 0).astype(np.float64), minlength=names)
+    kind = np.zeros(names, dtype=np.int8)
+    kind[name[rows_of]] = cpu.kind[rows_of]
+    rows = [OpRow(name=m.names[i], kind="annotation" if kind[i] == ANNOTATION else "op", calls=int(calls[i]),
+                  cpu_total_us=float(total[i]), self_cpu_us=float(self_cpu[i]), self_device_us=float(self_device[i]),
+                  device_total_us=float(device_total[i]), kernels=int(launched[KERNEL][i]),
+                  calls_with_device_work=int(with_work[i]), memcpys=int(launched[MEMCPY][i]),
+                  memsets=int(launched[MEMSET][i]))
+            for i in np.flatnonzero(calls).tolist()]
+    rows.sort(key=lambda r: -r.cpu_total_us)
+    return tuple(rows)
+
+
+def _repeated_calls(cpu: CpuLane) -> np.ndarray:
+    """Per CPU event: an op that is the only child (runtime calls aside) of an op of the same name."""
+    parent, kind, name = cpu.parent, cpu.kind, cpu.name
+    child = (parent >= 0) & (kind != RUNTIME)
+    children = np.bincount(parent[child], minlength=cpu.n)
+    up = np.maximum(parent, 0)
+    return (kind == OP) & (parent >= 0) & (kind[up] == OP) & (name[up] == name) & (children[up] == 1)
+
+
+def _launched_below(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Per CPU event: the device time and the device events launched by it or anything under it."""
+    cpu, dev = m.cpu, m.dev
+    time, count = np.zeros(cpu.n), np.zeros(cpu.n)
+    if not m.has_gpu or not cpu.n:
+        return time, count
+    linked = dev.launch >= 0
+    time += np.bincount(dev.launch[linked], weights=dev.dur[linked], minlength=cpu.n)
+    count += np.bincount(dev.launch[linked], minlength=cpu.n)
+    depth, parent = cpu.depth, cpu.parent
+    for level in range(int(depth.max(initial=0)), 0, -1):  # children before parents
+        rows = np.flatnonzero((depth == level) & (parent >= 0))
+        time += np.bincount(parent[rows], weights=time[rows], minlength=cpu.n)
+        count += np.bincount(parent[rows], weights=count[rows], minlength=cpu.n)
+    return time, count

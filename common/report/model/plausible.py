@@ -1,0 +1,107 @@
+"""Numbers that cannot be true never reach the user.
+
+A trace is written by a profiler, but a file can hold anything: a duration of 1e30 µs, an
+occupancy of 1e30 %, an SM count of -5, ids too large for any counter. Each such value is dropped
+(an event) or cleared (one argument) here, before the model is built, and a note counts what was
+dropped, so that every number the report prints comes from values a profiler could have written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import compress
+
+import numpy as np
+
+from common.report.load.columns import EXACT_ID_LIMIT, Columns, Group
+
+MAX_EVENT_US = 7 * 24 * 3600 * 1e6  # an event longer than a week: a corrupt duration, not a profile
+MAX_ABS_TS_US = 1e17  # µs since 1970 (Kineto's clock) stay far below this until the year 5138
+MAX_SMS = 100_000  # SMs (or compute units) of one device
+# launch arguments: the range a real value lies in
+ARG_RANGES = {"dev_occupancy": (0.0, 100.0, "est. achieved occupancy %"),
+              "dev_blocks_per_sm": (0.0, 1e9, "blocks per SM"),
+              "dev_blocks": (1.0, 1e15, "grid"),
+              "dev_threads": (1.0, 1e6, "block"),
+              "dev_registers": (0.0, 1e6, "registers per thread"),
+              "dev_shared_memory": (0.0, 1e12, "shared memory"),
+              "dev_bytes": (0.0, 1e15, "bytes")}
+
+
+def drop_impossible(columns: Columns) -> tuple[Columns, list[str]]:
+    """The columns without impossible values, and one note per kind of value dropped."""
+    notes = []
+    bad_time = ~np.isfinite(columns.ts) | ~np.isfinite(columns.dur) | (np.abs(columns.ts) > MAX_ABS_TS_US) | \
+        (columns.dur > MAX_EVENT_US)
+    bad_side_lanes = sum(not _plausible(e[1], e[2]) for e in [*columns.gpu_annotations, *columns.overheads]) + \
+        int(_bad_time(columns.memory[:, 0]).sum())
+    if bad_time.any() or bad_side_lanes:
+        notes.append(f"dropped {int(bad_time.sum()) + bad_side_lanes:,} event(s) whose time cannot be true (not a number, or a "
+                     f"duration over a week)")
+        columns = _keep_events(columns, ~bad_time)
+    negative = columns.dur < 0
+    if negative.any():
+        notes.append(f"{int(negative.sum()):,} event(s) with a negative duration counted as zero")
+        columns = replace(columns, dur=np.maximum(columns.dur, 0.0))
+    cleared = []
+    for key, (low, high, label) in ARG_RANGES.items():
+        values = getattr(columns, key)
+        wrong = np.isfinite(values) & ((values < low) | (values > high)) | np.isinf(values)
+        if wrong.any():
+            cleared.append(f"{int(wrong.sum()):,} '{label}'")
+            columns = replace(columns, **{key: np.where(wrong, np.nan, values)})
+    if cleared:
+        notes.append(f"ignored launch arguments out of any real range: {', '.join(cleared)}")
+    if columns.ids_out_of_range:
+        notes.append(f"ignored {columns.ids_out_of_range:,} correlation id(s) or device id(s) that are not "
+                     f"integers below {EXACT_ID_LIMIT:,} (those events are not linked to a launch or device)")
+    return columns, notes
+
+
+def _keep_events(columns: Columns, keep: np.ndarray) -> Columns:
+    """The columns of the events where ``keep`` is True (per-event, per-CPU and per-device rows alike)."""
+    is_cpu = columns.group <= Group.PYTHON
+    is_device = (columns.group >= Group.KERNEL) & (columns.group <= Group.MEMSET)
+    keep_cpu, keep_device = keep[is_cpu], keep[is_device]
+    device_rows = np.flatnonzero(keep_device).tolist()
+    return replace(
+        columns, group=columns.group[keep], ts=columns.ts[keep], dur=columns.dur[keep], name=columns.name[keep],
+        thread=columns.thread[keep_cpu], corr=columns.corr[keep_cpu], op_shapes=columns.op_shapes[keep_cpu],
+        dev_corr=columns.dev_corr[keep_device], dev_device=columns.dev_device[keep_device],
+        dev_stream=[columns.dev_stream[i] for i in device_rows],
+        dev_blocks=columns.dev_blocks[keep_device], dev_blocks_per_sm=columns.dev_blocks_per_sm[keep_device],
+        dev_threads=columns.dev_threads[keep_device],
+        dev_occupancy=columns.dev_occupancy[keep_device], dev_registers=columns.dev_registers[keep_device],
+        dev_shared_memory=columns.dev_shared_memory[keep_device], dev_bytes=columns.dev_bytes[keep_device],
+        gpu_annotations=[a for a in columns.gpu_annotations if _plausible(a[1], a[2])],
+        overheads=[o for o in columns.overheads if _plausible(o[1], o[2])],
+        memory=columns.memory[~_bad_time(columns.memory[:, 0])],
+        memory_tids=list(compress(columns.memory_tids, ~_bad_time(columns.memory[:, 0]))),
+    )
+
+
+def _bad_time(ts: np.ndarray) -> np.ndarray:
+    """Per instant event, whether its time cannot be true (``_plausible`` for a whole column)."""
+    return ~np.isfinite(ts) | (np.abs(ts) > MAX_ABS_TS_US)
+
+
+def _plausible(ts: float, dur: float) -> bool:
+    return bool(np.isfinite(ts) and np.isfinite(dur) and abs(ts) <= MAX_ABS_TS_US and dur <= MAX_EVENT_US)
+
+
+def sane_device_properties(props: dict) -> tuple[dict, list[str]]:
+    """A deviceProperties entry without values no device has (an SM count of -5...), and what was removed."""
+    removed = []
+    clean = dict(props)
+    for key, low, high in (("numSms", 1, MAX_SMS), ("computeMajor", 0, 100), ("computeMinor", 0, 100)):
+        value = clean.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            removed.append(f"{key} {value!r}")
+            del clean[key]
+    name = clean.get("name")
+    if name is not None and not isinstance(name, str):
+        removed.append("a name that is not text")
+        del clean["name"]
+    return clean, removed

@@ -1,0 +1,267 @@
+"""At a glance: a few lines per trace, to set a lesson's variants side by side (the posts' closing tables).
+
+``uv run -m common.report --glance traces/04_a_naive_attention traces/04_c_sdpa_attention`` reads
+every trace under the folders (and the files named; a file that is not a trace is skipped and
+named, and the ``-o`` output is never read) and prints, per trace, in the posts' order (the lessons
+in the order the posts run them; Part 3's backends math, efficient, flash, cuDNN; eager before
+compiled):
+
+- the variant: the lesson and its tag (``04_c_sdpa_attention backend-math``);
+- per call of the lesson's annotation (its guess's, else the only one; else per step): the ops
+  dispatched (every CPU op nested in a call) and the work (on the CPU the compute ops, outermost,
+  :mod:`.calls`; on a GPU the kernels launched);
+- the time per call: on a trace with device work, the device time of the work a call launched (by
+  correlation id; median call and range), with the call's CPU (wall) time beside it; on a CPU trace
+  the wall time. A range wider than 2x its low end is flagged noisy;
+- against the variant before it, when it ran the same workload (shape, dtype, device): the device
+  work gone, new or changed, and the time per step judged as ``--compare`` judges it, with the same
+  control (:mod:`.control`);
+- the lesson: the first finding of the ones that teach a variant (a finding that says its point does
+  not apply to this run, a note, is passed over).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+from common.report.compare.rows import device_changes_between, device_series, differing, judged_steps, \
+    op_changes_between, op_series
+from common.report.compare.control import control_of, judge, own_cpu
+from common.report.model.names import short_name
+from common.report.facts.steadiness import Spread
+from common.report.facts.tables import Tables
+from common.report.units import fmt_us
+
+# the findings that say what a variant teaches, most specific first
+LESSON_RULES = ("out_of_place_copy", "fp32_upcast", "causal_mask_rebuilt", "safe_softmax", "fused_attention",
+                "guess_vs_seen", "hand_written_kernels", "fused_kernels", "linear_chain", "torch_compile",
+                "overhead_bound_phase", "overhead_bound", "compute_bound", "device_bound", "addmm_vs_mm_add",
+                "cold_first_step")
+SUFFIXES = (".json", ".json.gz")
+# the posts' order: the lessons as the posts run them, and Part 3's SDPA backends as its table lists them
+LESSON_ORDER = ("01_matmul_add", "02_linear", "03_simple_mlp", "03_kernels_mlp", "04_a_naive_attention",
+                "04_b_inplace_ops_attention", "04_c_sdpa_attention", "04_d_kernels_attention", "05_llm", "06_ddp")
+BACKEND_ORDER = ("math", "efficient", "flash", "cudnn", "auto")
+
+
+@dataclass(frozen=True)
+class GlanceRow:
+    trace: str  # the path as given or found
+    variant: str  # the lesson and its tag, or the file name
+    per: str  # the annotation a row's figures are per call of, or "step"
+    calls: int
+    ops_per_call: Optional[float]
+    work_per_call: Optional[float]
+    work_unit: str  # "compute ops" | "kernels"
+    median_us: float  # the headline time per call: device time on a trace with device work, else CPU (wall)
+    low_us: float
+    high_us: float
+    noisy: bool
+    lesson: str  # "rule: message", or ""
+    time: str = "cpu"  # what median/low/high_us measure: "device" (the work a call launched) or "cpu" (wall)
+    cpu_median_us: Optional[float] = None  # the calls' CPU (wall) time, median
+    versus: Optional[dict] = None  # against the variant before it (same workload): see :func:`versus`
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def expand(paths: list[str], skip: Optional[str] = None) -> list[Path]:
+    """The traces: each file as named, and every .json/.json.gz under each folder (annotated copies
+    and the file ``skip``, the command's own output, left out), sorted."""
+    out: list[Path] = []
+    own = _identity(skip) if skip else None
+    for text in paths:
+        p = Path(text)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES)
+                              and ".annotated." not in f.name))
+        else:
+            out.append(p)
+    return [p for p in out if own is None or _identity(p) != own]
+
+
+def _identity(path) -> Optional[tuple]:
+    try:
+        info = Path(path).stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _variant(t: Tables) -> str:
+    k = t.knobs
+    return f"{k.script} {k.tag}" if k is not None else Path(t.model.path).name
+
+
+def order_key(t: Tables, path: str) -> tuple:
+    """Where a trace sits in the posts' order: its lesson, its backend, eager before compiled, its tag."""
+    k = t.knobs
+    if k is None:
+        return (len(LESSON_ORDER) + 1, 0, 0, path)
+    lesson = LESSON_ORDER.index(k.script) if k.script in LESSON_ORDER else len(LESSON_ORDER)
+    backend = k.variants.get("backend", "") if isinstance(k.variants, dict) else ""
+    rank = BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else len(BACKEND_ORDER)
+    return (lesson, rank, int(k.compile), k.tag)
+
+
+def _per_call(t: Tables):
+    """The annotation the figures are per call of, with its phase row (None: per step)."""
+    wanted = t.guess.guess.annotation if t.guess is not None else None
+    if wanted is None and len(t.phases) == 1:
+        wanted = t.phases[0].name
+    return next((p for p in t.phases if p.name == wanted), None)
+
+
+def lesson_of(findings: list) -> str:
+    """The first finding that teaches the variant: a note (its point does not apply to this run) and a
+    guess that matched (nothing to learn from the mismatch) are passed over."""
+    by_rule = {f.rule: f for f in findings}
+    for rule in LESSON_RULES:
+        f = by_rule.get(rule)
+        if f is None or f.level == "note" or (rule == "guess_vs_seen" and f.level != "warn"):
+            continue
+        return f"{rule}: {f.message}"
+    return ""
+
+
+def glance_row(t: Tables, findings: list, path: str, versus: Optional[dict] = None) -> GlanceRow:
+    phase = _per_call(t)
+    cpu_median = None
+    if phase is not None:
+        spans = t.phase_calls.get(phase.name, ())
+        cpu = Spread(tuple(s.dur_us for s in spans))
+        work = (phase.kernels_per_call if t.has_gpu else
+                t.guess.work.mean_items if t.guess is not None and t.guess.work.annotation == phase.name else None)
+        per, calls, ops = phase.name, phase.calls, phase.ops_per_call
+        if phase.device_median_us is not None and phase.device_high_us > 0:
+            times = Spread((phase.device_low_us, phase.device_median_us, phase.device_high_us))
+            time, cpu_median = "device", cpu.median
+        else:
+            times, time = cpu, "cpu"
+    else:
+        times = Spread(tuple(r.wall_us for r in t.step_rows))
+        per, calls, ops, work, time = "step", len(t.step_rows), None, None, "cpu"
+    return GlanceRow(path, _variant(t), per, calls, ops, work, "kernels" if t.has_gpu else "compute ops",
+                     times.median, times.low, times.high, times.noisy, lesson_of(findings), time, cpu_median, versus)
+
+
+# ----------------------------------------------------------------------------- one variant against the one before
+
+
+def digest(t: Tables, path: str) -> dict:
+    """What :func:`versus` reads of a trace (small: the tables themselves are not kept)."""
+    k = t.knobs
+    steps = [t.step_rows[i] for i in judged_steps(t).tolist()]
+    return dict(variant=_variant(t), order=order_key(t, path), has_gpu=t.has_gpu,
+                schedule=k.schedule if k is not None else None,
+                workload=(tuple(k.shape), k.dtype, k.device) if k is not None else None,
+                device=device_series(t), ops=op_series(t), own_cpu=own_cpu(t),
+                cpu_steps=Spread(tuple(r.wall_us for r in steps)),
+                device_steps=Spread(tuple(r.device_us for r in steps)) if t.has_gpu else None)
+
+
+def versus(a: dict, b: dict) -> Optional[dict]:
+    """Run ``b`` against ``a`` (the variant before it), when both ran the same workload: the verdict on
+    the time per step (device time on a GPU, and the CPU's beside it; else CPU; judged with the
+    control, as --compare does) and what changed: device work gone, new, changed (on a GPU), else the
+    ops gone and new."""
+    if a["workload"] is None or a["workload"] != b["workload"]:
+        return None
+    gpu = a["has_gpu"] and b["has_gpu"]
+    if gpu:
+        sa = {n: s for n, (_, s) in a["device"].items()}
+        sb = {n: s for n, (_, s) in b["device"].items()}
+        side = judge("device", a["device_steps"], b["device_steps"], control_of("device event", sa, sb),
+                     needs_control=False)
+        k = device_changes_between(a["device"], b["device"])
+        gone = [(r["name"], r["a_per_step_us"]) for r in k["only_a"]]
+        new = [(r["name"], r["b_per_step_us"]) for r in k["only_b"]]
+        changed = [(f"{short_name(r['name'], 30)} ({' '.join(differing(r['name'], r['b_name']))} -> "
+                    f"{' '.join(differing(r['b_name'], r['name']))})", r["b_per_step_us"]) for r in k["changed"]]
+    cpu = judge("CPU", a["cpu_steps"], b["cpu_steps"], control_of("op", a["own_cpu"], b["own_cpu"]),
+                needs_control=True)
+    if not gpu:
+        side = cpu
+        rows = op_changes_between(a["ops"], b["ops"], False)
+        gone = [(r["name"], r["a_cpu_us"]) for r in rows if not r["b_calls_per_step"]]
+        new = [(r["name"], r["b_cpu_us"]) for r in rows if not r["a_calls_per_step"]]
+        changed = []
+    return dict(against=a["variant"], time="device" if gpu else "cpu", judged=side["judged"], ratio=side["ratio"],
+                verdict=side["verdict"], short=_short_verdict(side, "device" if gpu else "CPU"), gone=gone, new=new,
+                changed=changed, cpu_judged=cpu["judged"], cpu_ratio=cpu["ratio"],
+                cpu_short=_short_verdict(cpu, "CPU") if gpu else None)
+
+
+def _short_verdict(side: dict, what: str) -> str:
+    """``device per step 0.86x (1.26 ms -> 1.08 ms), apart in every step; control: 6 unchanged device
+    events 1.00x``, or ``device per step: cannot tell (why)``."""
+    if not side["judged"]:
+        return f"{what} per step: cannot tell ({side['why_not']})"
+    c = side["control"]
+    control = (f"control: {len(c['names'])} unchanged {c['unit']}{'s' if len(c['names']) > 1 else ''} "
+               f"{c['ratio']:.2f}x" if c else "no control (no unchanged work in both)")
+    return (f"{what} per step {side['ratio']:.2f}x ({fmt_us(side['a_median_us'])} -> {fmt_us(side['b_median_us'])}), "
+            f"apart in every step; {control}")
+
+
+def with_versus(digests: list[dict]) -> list[Optional[dict]]:
+    """Per trace (in the posts' order), its :func:`versus` against the nearest earlier trace of its workload
+    (one with the same profiler schedule first)."""
+    out = []
+    for i, b in enumerate(digests):
+        same = [a for a in reversed(digests[:i]) if a["workload"] is not None and a["workload"] == b["workload"]]
+        before = next((a for a in same if a["schedule"] == b["schedule"]), same[0] if same else None)
+        out.append(versus(before, b) if before is not None else None)
+    return out
+
+
+# ----------------------------------------------------------------------------- the console
+
+
+def _work(items: list, most: int = 3) -> str:
+    shown = [f"{short_name(name, 44)} ({fmt_us(us)}/step)" for name, us in items[:most]]
+    return ", ".join(shown) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def versus_lines(v: dict) -> list[str]:
+    """``vs 04_a_naive_attention ...: gone Memcpy DtoD ... (179 µs/step)`` and the verdict on the time."""
+    parts = [f"{what} {_work(v[what])}" for what in ("gone", "new", "changed") if v[what]]
+    head = f"vs {v['against']}: " + ("; ".join(parts) if parts else f"the same {'device work' if v['time'] == 'device' else 'ops'}")
+    return [head, v["short"]] + ([v["cpu_short"]] if v.get("cpu_short") else [])
+
+
+def render_glance(rows: list[GlanceRow], console, skipped: Optional[list] = None) -> None:
+    """A few lines per trace (readable at 80 columns): the variant; its figures per call; against the
+    variant before it; its lesson. Then the files skipped, and why."""
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    for r in rows:
+        figures = [f"{r.ops_per_call:.3g} ops" if r.ops_per_call is not None else None,
+                   (f"{r.work_per_call:.3g} {r.work_unit[:-1] if r.work_per_call == 1 else r.work_unit}"
+                    if r.work_per_call is not None else None)]
+        per = f"{escape(r.per)} x{r.calls}: " + ", ".join(f for f in figures if f) + ("; " if any(figures) else "")
+        spread = f"median; {fmt_us(r.low_us)}-{fmt_us(r.high_us)}{', noisy' if r.noisy else ''}"
+        if r.time == "device":
+            per += (f"device {fmt_us(r.median_us)} per call ({spread}; the work a call launched), "
+                    f"CPU {fmt_us(r.cpu_median_us)} (wall, median)")
+        else:
+            per += f"{fmt_us(r.median_us)} per call ({spread})"
+        console.print(f"[bold]{escape(r.variant)}[/]")
+        console.print(Padding(per, (0, 0, 0, 2)))
+        for line in versus_lines(r.versus) if r.versus else []:
+            console.print(Padding(escape(line), (0, 0, 0, 2)))
+        if r.lesson:
+            console.print(Padding(f"[dim]{escape(r.lesson)}[/]", (0, 0, 0, 2)))
+    if skipped:
+        console.print(escape(skipped_line(skipped)))
+
+
+def skipped_line(skipped: list) -> str:
+    """``skipped 2 files that are not traces: a/report.json (why), ...`` (plain text)."""
+    listed = "; ".join(f"{path} ({why})" for path, why in skipped[:6])
+    more = f" and {len(skipped) - 6} more" if len(skipped) > 6 else ""
+    return f"skipped {len(skipped)} file{'s' if len(skipped) > 1 else ''} that {'are' if len(skipped) > 1 else 'is'} not a trace: {listed}{more}"
