@@ -22,6 +22,7 @@ from common.report.model import names as trace_names
 from common.report.facts.calls import call_work
 from common.report.facts.chains import phase_chains
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
+from common.report.facts.gemm import GemmFacts, gemm_facts
 from common.report.facts.first_step import FirstStepParts, first_step_parts
 from common.report.facts.guessed import GuessCheck, check_guess
 from common.report.model.gpus import Gpu
@@ -29,7 +30,6 @@ from common.report.facts.header import Header, header_of
 from common.report.facts.phases import phase_table
 from common.report.model.intervals import Intervals
 from common.report.facts.kernel_sources import kernel_sources
-from common.report.facts.runtime_calls import runtime_calls_under
 from common.report.model.lanes import CpuLane
 from common.report.facts.memory import Memory, memory_of
 from common.report.facts.outside import LaunchedOutside, launched_outside
@@ -70,10 +70,7 @@ class Tables:
     header: Header  # the GPUs, versions and job the trace names
     # what particular rules read (:mod:`.aggregates`)
     top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
-    op_children: dict  # {parent op: {child op: calls}} for aggregates.DISPATCH_PARENTS
-    matmul_runtime_calls: dict  # {aten::mm/bmm: runtime_calls.RuntimeUnder (launches, other runtime calls)}
-    mm_add_pairs: int  # aten::mm/matmul/bmm followed by an aten::add under the same parent
-    occupancy: Optional[agg.OccupancyQueries]  # launches with and without a preceding occupancy query
+    gemm: GemmFacts  # what the gemm rules read (:mod:`.gemm`)
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
     final_sync: Optional[agg.FinalSync]  # the last device synchronize
     buffer_requests: agg.BufferRequests  # the profiler's Activity Buffer Requests
@@ -147,9 +144,7 @@ def build_tables(m: Model) -> Tables:
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
         gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
-        op_children={name: agg.op_children(m, name) for name in agg.DISPATCH_PARENTS},
-        matmul_runtime_calls=runtime_calls_under(m, agg.MATMUL_OPS), mm_add_pairs=agg.mm_add_pairs(m),
-        occupancy=agg.occupancy_queries(m), graph_launches=agg.graph_launches(m),
+        gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
         final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
         kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
         first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),

@@ -18,7 +18,7 @@ def occupancy_query(t: Tables):
     conv); cuBLAS asks how many blocks fit on an SM to pick a variant. A launch with no preceding
     query: an elementwise or reduction kernel with a fixed, light footprint. Below sm_90 (the posts'
     A100) every cuBLAS GEMM launch follows a query; on sm_90+ (cuLaunchKernelEx) it is optional."""
-    occ = t.occupancy
+    occ = t.gemm.occupancy
     if occ is None:
         return None
     gpu = t.gpu
@@ -112,11 +112,11 @@ def matmul_dispatch(t: Tables):
     """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm: a
     batched matmul on 3D+ tensors (P1.10: a leading batch axis). Per call, the kernel launches under
     it; apart from them, how many calls also made other runtime calls (a memset, a query, a malloc)."""
-    kids = t.op_children["aten::matmul"]
+    kids = t.gemm.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
         return None
-    under = {op: r for op, r in t.matmul_runtime_calls.items() if kids.get(op) and r.calls}
+    under = {op: r for op, r in t.gemm.matmul_runtime_calls.items() if kids.get(op) and r.calls}
     parts = []
     if mm:
         parts.append(f"aten::mm {mm}x (2D × 2D)")
@@ -159,7 +159,7 @@ def linear_chain(t: Tables):
     addmm = rows.get("aten::addmm", 0)
     if not addmm:
         return None
-    linear = t.op_children["aten::linear"]
+    linear = t.gemm.op_children["aten::linear"]
     if rows.get("aten::linear") and linear.get("aten::addmm"):
         views = [f"{op} {linear[op]}x" for op in ("aten::t", "aten::transpose") if linear.get(op)]
         via = f" -> {', '.join(views)} (a view of the weight: no data moved)" if views else ""
@@ -187,13 +187,13 @@ def addmm_vs_mm_add(t: Tables):
     the epilogue."""
     ops = {o.name: o for o in t.ops}
     addmm = ops["aten::addmm"].calls if "aten::addmm" in ops else 0
-    pairs = t.mm_add_pairs
+    pairs = t.gemm.mm_add_pairs
     if not addmm and not pairs:
         return None
-    from_linear = t.op_children["aten::linear"].get("aten::addmm", 0)
+    from_linear = t.gemm.op_children["aten::linear"].get("aten::addmm", 0)
     # On the CPU, addmm seeds its output with the bias (an aten::copy_ inside it), then the GEMM
     # accumulates onto it. A GPU does something else, and which thing depends on the bias's shape.
-    seed_copies = 0 if t.has_gpu else t.op_children["aten::addmm"].get("aten::copy_", 0)
+    seed_copies = 0 if t.has_gpu else t.gemm.op_children["aten::addmm"].get("aten::copy_", 0)
     parts = []
     if addmm:
         via = f" ({from_linear:,} from nn.Linear's aten::linear)" if from_linear else ""
