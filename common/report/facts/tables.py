@@ -44,6 +44,7 @@ from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
 from common.report.model.plausible_rates import checked_roofline
 from common.report.facts.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
+from common.report.facts.timeline import TimelineFacts, timeline_facts
 from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 
 KERNEL_DETAIL_ROWS = 200  # per-kernel detail (registers, per-step times, decoded name) for the top kernels
@@ -72,10 +73,7 @@ class Tables:
     top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
     gemm: GemmFacts  # what the gemm rules read (:mod:`.gemm`)
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
-    final_sync: Optional[agg.FinalSync]  # the last device synchronize
-    buffer_requests: agg.BufferRequests  # the profiler's Activity Buffer Requests
-    kernel_gaps: tuple  # per step, its largest gap between device work (aggregates.KernelGap or None)
-    first_annotation_start_us: Optional[float]  # where the first step's first annotation starts
+    timeline: TimelineFacts  # what the timeline rules read (:mod:`.timeline`)
     phase_calls: dict  # {phase name: (Span of each call)}
     dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
     addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
@@ -145,9 +143,7 @@ def build_tables(m: Model) -> Tables:
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
         gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
         gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
-        final_sync=agg.final_sync(m, gpu_union), buffer_requests=agg.buffer_requests(m),
-        kernel_gaps=agg.kernel_gaps(m, gpu_union, aligned),
-        first_annotation_start_us=agg.annotation_start(m, rows[0].annotation if rows else None),
+        timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
         addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,

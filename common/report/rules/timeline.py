@@ -93,7 +93,7 @@ def annotation_gap(t: Tables):
         return None
     r0 = rows[0][1]
     gaps = {t.model.steps[i].name: rounded(r.annotation_gap_us, 3) for i, r in rows}
-    start = t.first_annotation_start_us  # the gap, drawn: from the annotation's start to its first op
+    start = t.timeline.first_annotation_start_us  # the gap, drawn: from the annotation's start to its first op
     per = ", ".join(f"{t.step_label(i)} {fmt_us(r.annotation_gap_us)}" for i, r in rows[:6])
     return Finding("annotation_gap", f"record_function gap: '{r0.annotation}' starts {fmt_us(cmp.first)} before its "
                    f"first op ({r0.first_op}) in {t.step_label(0)}, the workload's first call, vs "
@@ -109,7 +109,7 @@ def long_final_sync(t: Tables):
     """A long cudaDeviceSynchronize at the end of the active window: the profiler flushing; its
     duration is mostly the GPU finishing pending work, not a real CPU cost. A sync covering tiny
     GPU work is a classic overhead-bound symptom."""
-    sync = t.final_sync
+    sync = t.timeline.final_sync
     if sync is None or sync.dur_us < 50:
         return None
     d, busy = sync.dur_us, sync.gpu_busy_us
@@ -128,10 +128,10 @@ def long_final_sync(t: Tables):
 def activity_buffer_request(t: Tables):
     """Activity Buffer Request on the GPU lane: the profiler allocating/refilling its own event
     buffer. The first one usually accounts for the initial CPU↔GPU lane offset."""
-    reqs = t.buffer_requests.requests
+    reqs = t.timeline.buffer_requests.requests
     if not reqs:
         return None
-    first, total = reqs[0], t.buffer_requests.total_us
+    first, total = reqs[0], t.timeline.buffer_requests.total_us
     where = sorted({t.step_label(r.step) for r in reqs if r.step >= 0})
     return Finding("activity_buffer_request", f"{len(reqs)} Activity Buffer Request(s) on the GPU lane, "
                    f"{fmt_us(total)} in total; the first at +{fmt_us(first.start_us)} ({fmt_us(first.dur_us)})"
@@ -151,7 +151,7 @@ def kernel_gap(t: Tables):
     profiler, every step is your code."""
     if not t.has_gpu or not is_real_steps(t):
         return None
-    best = t.kernel_gaps
+    best = t.timeline.kernel_gaps
     if len([b for b in best if b is not None]) < 2:
         return None
     i = max((i for i, b in enumerate(best) if b is not None), key=lambda i: best[i].gap_us)
