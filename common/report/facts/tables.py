@@ -21,6 +21,7 @@ from common.report.facts import aggregates as agg
 from common.report.model import names as trace_names
 from common.report.facts.calls import call_work
 from common.report.facts.chains import phase_chains
+from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
 from common.report.facts.gemm import GemmFacts, gemm_facts
 from common.report.facts.first_step import FirstStepParts, first_step_parts
@@ -75,8 +76,7 @@ class Tables:
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
     timeline: TimelineFacts  # what the timeline rules read (:mod:`.timeline`)
     phase_calls: dict  # {phase name: (Span of each call)}
-    dtod_before_gemm: Optional[agg.DtodBeforeGemm]  # Memcpy DtoD right before a GEMM on its stream
-    addmm_gemms: agg.AddmmGemms  # GEMMs launched from inside aten::addmm
+    copies: CopiesFacts  # what the copies rules read (:mod:`.copies`)
     compile: Optional[agg.CompileFrames]  # torch.compile's frames
     subtrees: dict  # {op: subtrees.Subtree}: what ran inside the ops Part 3 reads (masked_fill, SDPA)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
@@ -144,8 +144,8 @@ def build_tables(m: Model) -> Tables:
         gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
         gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
         timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
-        phase_calls=agg.annotation_calls(m, [p.name for p in phases]), dtod_before_gemm=agg.dtod_before_gemm(m),
-        addmm_gemms=agg.addmm_gemms(m), compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
+        phase_calls=agg.annotation_calls(m, [p.name for p in phases]), copies=copies_facts(m),
+        compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
         chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
         first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))

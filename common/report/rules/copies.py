@@ -18,7 +18,7 @@ def hidden_dtod_copy(t: Tables):
     addmm copies depends on the torch version and the bias: the rule says which the trace shows."""
     if not t.has_gpu:
         return None
-    found = t.dtod_before_gemm
+    found = t.copies.dtod_before_gemm
     if found is None:
         return _no_bias_copy(t)
     b = found.median_bytes
@@ -44,7 +44,7 @@ def _event(name: str, memset: bool, written: float) -> str:
 
 def _no_bias_copy(t: Tables):
     """aten::addmm's GEMMs with no Memcpy DtoD before them: the other variant of the bias seed copy."""
-    gemms = t.addmm_gemms
+    gemms = t.copies.addmm_gemms
     if not gemms.count:
         return None
     names = gemms.names
