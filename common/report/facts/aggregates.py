@@ -30,34 +30,6 @@ def names_of(m: Model, ids) -> list:
     return sorted({m.names[i] for i in np.asarray(ids).tolist()})
 
 
-# ----------------------------------------------------------------------------- the op tree
-
-
-@dataclass(frozen=True)
-class TopOpChildren:
-    """The op at the top of the op table (by CPU total) and its heaviest child (None: it has none)."""
-
-    op: str
-    heaviest: Optional[str]
-    heaviest_us: float
-
-
-def top_op_children(m: Model, ops: tuple) -> Optional[TopOpChildren]:
-    """For the first op row (not ProfilerStep#N, CPU total > 0): the child name whose calls (under any
-    event of that name) take the most time."""
-    top = next((o for o in ops if o.kind == "op" and not STEP_RE.match(o.name) and o.cpu_total_us > 0), None)
-    if top is None:
-        return None
-    cpu = m.cpu
-    par = np.flatnonzero(cpu.name == m.names.index(top.name))
-    kids = np.flatnonzero(np.isin(cpu.parent, par))
-    if not kids.size:
-        return TopOpChildren(top.name, None, 0.0)
-    tot = np.bincount(cpu.name[kids], weights=cpu.dur[kids])
-    c = int(np.argmax(tot))
-    return TopOpChildren(top.name, m.names[c], float(tot[c]))
-
-
 # ----------------------------------------------------------------------------- launches
 
 

@@ -37,6 +37,7 @@ from common.report.facts.outside import LaunchedOutside, launched_outside
 from common.report.model.build import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, MEMCPY, MEMSET,
                                  OP, RUNTIME, STEP_RE, Model)
 from common.report.facts.kernel_footprint import kernel_footprint
+from common.report.facts.overhead import OverheadFacts, overhead_facts
 from common.report.facts.overlap import exact_busy, hta_busy_span, hta_overlap_pct
 from common.report.facts.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
@@ -71,7 +72,7 @@ class Tables:
     gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
     header: Header  # the GPUs, versions and job the trace names
     # what particular rules read (:mod:`.aggregates`)
-    top_op_children: Optional[agg.TopOpChildren]  # the top op of the op table and its heaviest child
+    overhead: OverheadFacts  # what the overhead rules read besides the general tables (:mod:`.overhead`)
     gemm: GemmFacts  # what the gemm rules read (:mod:`.gemm`)
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
     timeline: TimelineFacts  # what the timeline rules read (:mod:`.timeline`)
@@ -141,7 +142,7 @@ def build_tables(m: Model) -> Tables:
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
-        gpu=agg.gpu_of_trace(m), header=header_of(m), top_op_children=agg.top_op_children(m, ops),
+        gpu=agg.gpu_of_trace(m), header=header_of(m), overhead=overhead_facts(m, ops),
         gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
         timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), copies=copies_facts(m),

@@ -235,7 +235,7 @@ def children_heavy(t: Tables):
     top = ops[0]  # the ops are sorted by CPU total
     if top.self_cpu_us >= 0.2 * top.cpu_total_us or top.cpu_total_us < 0.05 * max(t.window_us, 1e-9):
         return None
-    kids = t.top_op_children
+    kids = t.overhead.top_op_children
     child = ""
     ev = {}
     if kids is not None and kids.op == top.name and kids.heaviest is not None:
