@@ -4,7 +4,7 @@ Part 3 reads attention through what its ops call: ``aten::masked_fill`` calls ``
 out-of-place copy), SDPA's math backend calls ``aten::_to_copy`` (the fp32 upcast), ``aten::tril``
 (the causal mask, rebuilt) and ``aten::_safe_softmax``, a fused backend one kernel. A
 :class:`Subtree` holds those names with their counts and times, summed over the op's calls in the
-window; the rules read them (:mod:`.rules.attention`).
+window; the attention theme reads them (:mod:`.attention`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ import numpy as np
 from common.report.model.build import KERNEL, OP, RUNTIME, Model
 from common.report.facts.phases import calls_in_window, subtree_ends
 from common.report.findings import Span
-
-# the ops whose insides the attention rules read
-ATTENTION_PARENTS = ("aten::masked_fill", "aten::_scaled_dot_product_attention_math",
-                     "aten::scaled_dot_product_attention")
-
 
 @dataclass(frozen=True)
 class Subtree:
@@ -118,13 +113,3 @@ def _by_name(m: Model, name_ids: np.ndarray, dur: np.ndarray) -> tuple[dict, dic
     totals = np.bincount(name_ids, weights=dur, minlength=len(m.names)) if name_ids.size else np.zeros(0)
     return ({m.names[i]: int(c) for i, c in counts.most_common()},
             {m.names[i]: float(totals[i]) for i, _ in counts.most_common()})
-
-
-def attention_subtrees(m: Model) -> dict:
-    """{op: Subtree} for the ops Part 3 reads inside (:data:`ATTENTION_PARENTS`) that ran."""
-    out = {}
-    for op in ATTENTION_PARENTS:
-        found = subtree(m, op)
-        if found is not None:
-            out[op] = found
-    return out

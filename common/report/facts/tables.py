@@ -19,6 +19,7 @@ from common.guess import Guess
 from common.knobs import RunKnobs
 from common.report.facts import aggregates as agg
 from common.report.model import names as trace_names
+from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.calls import call_work
 from common.report.facts.chains import phase_chains
 from common.report.facts.copies import CopiesFacts, copies_facts
@@ -41,7 +42,6 @@ from common.report.facts.overhead import OverheadFacts, overhead_facts
 from common.report.facts.overlap import exact_busy, hta_busy_span, hta_overlap_pct
 from common.report.facts.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                    Numbers, TensorBoardNumbers, WindowNumbers)
-from common.report.facts.subtrees import attention_subtrees
 from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
 from common.report.model.plausible_rates import checked_roofline
@@ -79,7 +79,7 @@ class Tables:
     phase_calls: dict  # {phase name: (Span of each call)}
     copies: CopiesFacts  # what the copies rules read (:mod:`.copies`)
     compile: Optional[agg.CompileFrames]  # torch.compile's frames
-    subtrees: dict  # {op: subtrees.Subtree}: what ran inside the ops Part 3 reads (masked_fill, SDPA)
+    attention: AttentionFacts  # what the attention rules read (:mod:`.attention`)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
@@ -146,7 +146,7 @@ def build_tables(m: Model) -> Tables:
         gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
         timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
         phase_calls=agg.annotation_calls(m, [p.name for p in phases]), copies=copies_facts(m),
-        compile=agg.compile_frames(m, ops), subtrees=attention_subtrees(m),
+        compile=agg.compile_frames(m, ops), attention=attention_facts(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
         chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
         first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))

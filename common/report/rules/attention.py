@@ -41,7 +41,7 @@ def out_of_place_copy(t: Tables):
     ``[batch, heads, seq, seq]`` scores (``aten::clone`` -> ``aten::copy_``; on a GPU the extra Memcpy
     or copy kernel) and fills the copy. ``masked_fill_`` fills the scores in place: no copy, no
     second scores tensor."""
-    s = t.subtrees.get("aten::masked_fill")
+    s = t.attention.subtrees.get("aten::masked_fill")
     clones = s.ops.get("aten::clone", 0) if s is not None else 0
     if not clones:
         return None
@@ -66,7 +66,7 @@ def fp32_upcast(t: Tables):
     """P3.6: SDPA's math backend computes in fp32: 16-bit q, k, v are cast up (``aten::_to_copy``)
     and the output back down; on a GPU its GEMMs are fp32 ``sgemm`` kernels (CUDA cores), where the
     hand-written attention's bf16 GEMM runs on tensor cores. An fp32 run has nothing to cast."""
-    s = t.subtrees.get(MATH)
+    s = t.attention.subtrees.get(MATH)
     if s is None:
         return None
     casts = s.paths.get("aten::to > aten::_to_copy", 0)  # its own casts (not a scalar's, inside aten::mul)
@@ -95,7 +95,7 @@ def causal_mask_rebuilt(t: Tables):
     (``aten::ones`` -> ``aten::tril``, ``aten::scalar_tensor``, ``aten::where``; on a GPU a
     ``triu_tril`` kernel, ``where`` kernels and an ``add_``), where the hand-written attention built
     its mask once, outside the forward."""
-    s = t.subtrees.get(MATH)
+    s = t.attention.subtrees.get(MATH)
     if s is None or not s.paths.get("aten::tril"):
         return None
     built = {op: s.paths[op] for op in MASK_OPS if s.paths.get(op)}
@@ -110,7 +110,7 @@ def safe_softmax(t: Tables):
     """P3.8: the math backend calls ``aten::_safe_softmax``: a softmax plus a guard (``isneginf``,
     ``all``, ``where``) that turns a fully masked row into zeros, not NaN: more ops (and kernels)
     than ``aten::softmax``."""
-    s = t.subtrees.get(MATH)
+    s = t.attention.subtrees.get(MATH)
     if s is None or not s.ops.get("aten::_safe_softmax"):
         return None
     guards = {op: s.paths[f"aten::_safe_softmax > {op}"] for op in SAFE_SOFTMAX_GUARDS
@@ -126,7 +126,7 @@ def fused_attention(t: Tables):
     name decoded: library, tile, dtype, architecture), after views that put q, k, v in the layout
     the kernel reads (``aten::transpose``; cuDNN reads ``[B, H, S, D]`` as is). The scores never
     exist as a tensor."""
-    s = t.subtrees.get(SDPA)
+    s = t.attention.subtrees.get(SDPA)
     if s is None or s.ops.get(MATH):
         return None
     fused = {op: s.ops[op] for op in FUSED_OPS if s.ops.get(op)}
@@ -157,7 +157,7 @@ def sdpa_cpu_in_library(t: Tables):
     aten::scaled_dot_product_attention and the backend's op (_cudnn_attention_forward): the work
     (choosing and building the kernel's plan, launching it) moved into the library, not into ops of
     its own the trace could show."""
-    s = t.subtrees.get(SDPA)
+    s = t.attention.subtrees.get(SDPA)
     if s is None or not t.has_gpu or s.ops.get(MATH) or not s.kernels or not s.calls or s.wall_us <= 0:
         return None
     per_call = s.wall_us / s.calls
