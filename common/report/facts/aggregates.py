@@ -55,17 +55,6 @@ def graph_launches(m: Model) -> Optional[GraphLaunches]:
     return GraphLaunches(int(launches.size), m.names[cpu.name[launches[0]]], replayed)
 
 
-def annotation_calls(m: Model, names) -> dict:
-    """Every call of each annotation name (phases: ``decode`` in an LLM request), as spans."""
-    cpu = m.cpu
-    out = {}
-    for name in names:
-        if name in m.names:
-            hits = np.flatnonzero((cpu.name == m.names.index(name)) & (cpu.kind == ANNOTATION))
-            out[name] = tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist())
-    return out
-
-
 # ----------------------------------------------------------------------------- torch.compile
 
 

@@ -9,6 +9,16 @@ all, per call on average, and the median, fastest and slowest call's), and how b
 the calls ran (the union of kernel/memcpy/memset intervals inside the calls' spans, over their
 total span). A phase whose calls dispatch as many ops as another's but do far less work per call
 is overhead-bound: the rules compare phases with these numbers.
+
+The phases theme (:mod:`common.report.rules.phases`) reads one record besides the rows,
+:class:`PhasesFacts` (``t.per_phase``): the span of every call of each phase, and the op chains the
+lessons set side by side: per call of each phase, how many times a few named ops ran inside it.
+The LLM lesson's variants differ in exactly these ops: its KV cache is written by ``aten::cat``
+(a dynamic cache: every token, each layer's keys and values are copied into a new, longer tensor)
+or by ``aten::index_copy_`` (a static cache: written in place into the preallocated tensor), and
+its attention runs as one ``aten::scaled_dot_product_attention`` per layer (Part 3's 04_c) or as
+``aten::bmm`` + ``aten::softmax`` (``--attn eager``: Part 3's 04_a chain). Counting them per call
+is what the rules read; which op means what is the rules' business.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from typing import Optional
 
 import numpy as np
 
+from common.report.findings import Span
 from common.report.model.intervals import Intervals
 from common.report.model.build import ANNOTATION, KERNEL, OP, RUNTIME, STEP_RE, Model
 
@@ -28,6 +39,8 @@ COMPILE_FRAME = re.compile(r"^(## Call CompiledFxGraph |Torch-Compiled Region: |
                            r"AOTDispatcher Runtime Wrapper Prologue$|CompiledFunction$|Pregraph bytecode$)"
                            r"|compile_id=\d+/\d+")
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+CHAIN_OPS = ("aten::cat", "aten::index_copy_", "aten::scaled_dot_product_attention", "aten::softmax", "aten::bmm",
+             "aten::matmul")
 
 
 @dataclass(frozen=True)
@@ -139,3 +152,49 @@ def phase_table(m: Model, gpu_busy: Intervals) -> list[Phase]:
         ))
     rows.sort(key=lambda r: r.first_us)
     return rows
+
+
+@dataclass(frozen=True)
+class PhasesFacts:
+    """What the phases rules read besides the phase rows."""
+
+    spans: dict  # {phase name: (Span of each call)}
+    chains: dict  # {phase: {op: calls per call}} for the ops of CHAIN_OPS
+
+
+def phases_facts(m: Model, phase_names) -> PhasesFacts:
+    """The phases theme's record of one model, for the phases of the phase table."""
+    return PhasesFacts(spans=annotation_calls(m, phase_names), chains=phase_chains(m, phase_names))
+
+
+def annotation_calls(m: Model, names) -> dict:
+    """Every call of each annotation name (phases: ``decode`` in an LLM request), as spans."""
+    cpu = m.cpu
+    out = {}
+    for name in names:
+        if name in m.names:
+            hits = np.flatnonzero((cpu.name == m.names.index(name)) & (cpu.kind == ANNOTATION))
+            out[name] = tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist())
+    return out
+
+
+def phase_chains(m: Model, phase_names) -> dict[str, dict[str, float]]:
+    """{phase: {op: calls per call of the phase}} for the ops of :data:`CHAIN_OPS` nested in the
+    phase's calls on their thread (only the ops that ran; phases with none are left out)."""
+    cpu = m.cpu
+    ids = {m.names.index(op): op for op in CHAIN_OPS if op in m.names}
+    if not ids:
+        return {}
+    is_op = cpu.kind == OP
+    running = {op: np.concatenate(([0], np.cumsum(is_op & (cpu.name == nid)))) for nid, op in ids.items()}
+    out = {}
+    for phase in phase_names:
+        idx = calls_in_window(m, phase, ANNOTATION)
+        if not idx.size:
+            continue
+        ends = subtree_ends(m, idx)
+        counts = {op: int((seen[ends] - seen[idx + 1]).sum()) for op, seen in running.items()}
+        per_op = {op: n / idx.size for op, n in counts.items() if n}
+        if per_op:
+            out[phase] = per_op
+    return out

@@ -21,7 +21,6 @@ from common.report.facts import aggregates as agg
 from common.report.model import names as trace_names
 from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.calls import call_work
-from common.report.facts.chains import phase_chains
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
 from common.report.facts.gemm import GemmFacts, gemm_facts
@@ -29,7 +28,7 @@ from common.report.facts.first_step import FirstStepParts, first_step_parts
 from common.report.facts.guessed import GuessCheck, check_guess
 from common.report.model.gpus import Gpu
 from common.report.facts.header import Header, header_of
-from common.report.facts.phases import phase_table
+from common.report.facts.phases import PhasesFacts, phase_table, phases_facts
 from common.report.model.intervals import Intervals
 from common.report.facts.kernel_sources import kernel_sources
 from common.report.model.lanes import CpuLane
@@ -76,14 +75,13 @@ class Tables:
     gemm: GemmFacts  # what the gemm rules read (:mod:`.gemm`)
     graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
     timeline: TimelineFacts  # what the timeline rules read (:mod:`.timeline`)
-    phase_calls: dict  # {phase name: (Span of each call)}
+    per_phase: PhasesFacts  # what the phases rules read besides the phase rows (:mod:`.phases`)
     copies: CopiesFacts  # what the copies rules read (:mod:`.copies`)
     compile: Optional[agg.CompileFrames]  # torch.compile's frames
     attention: AttentionFacts  # what the attention rules read (:mod:`.attention`)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
-    chains: dict = field(default_factory=dict)  # {phase: {op: calls per call}} for the ops :mod:`.chains` counts
     launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
     first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
     regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
@@ -145,10 +143,10 @@ def build_tables(m: Model) -> Tables:
         gpu=agg.gpu_of_trace(m), header=header_of(m), overhead=overhead_facts(m, ops),
         gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
         timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
-        phase_calls=agg.annotation_calls(m, [p.name for p in phases]), copies=copies_facts(m),
+        per_phase=phases_facts(m, [p.name for p in phases]), copies=copies_facts(m),
         compile=agg.compile_frames(m, ops), attention=attention_facts(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
-        chains=phase_chains(m, [p.name for p in phases]), launched_outside=launched_outside(m),
+        launched_outside=launched_outside(m),
         first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
 
 

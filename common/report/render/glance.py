@@ -131,7 +131,7 @@ def glance_row(t: Tables, findings: list, path: str, versus: Optional[dict] = No
     phase = _per_call(t)
     cpu_median = None
     if phase is not None:
-        spans = t.phase_calls.get(phase.name, ())
+        spans = t.per_phase.spans.get(phase.name, ())
         cpu = Spread(tuple(s.dur_us for s in spans))
         work = (phase.kernels_per_call if t.has_gpu else
                 t.guess.work.mean_items if t.guess is not None and t.guess.work.annotation == phase.name else None)

@@ -74,7 +74,7 @@ def overhead_bound_phase(t: Tables):
                         us_per_token=rounded(per_light, 2), reference_us_per_token=rounded(per_heavy, 3),
                         per_token_ratio=rounded(ratio, 1) if per_light is not None else None,
                         gpu_busy_pct=rounded(light.gpu_busy_pct), reference_gpu_busy_pct=rounded(heavy.gpu_busy_pct)),
-                   level="warn", spans=in_window(t, t.phase_calls.get(light.name, ())))
+                   level="warn", spans=in_window(t, t.per_phase.spans.get(light.name, ())))
 
 
 LLM_SCRIPTS = ("04_llm", "05_llm")  # the LLM lesson (04_llm.py before Part 3 took the number)
@@ -86,7 +86,7 @@ def llm_decode_chain(t: Tables):
     aten::bmm + aten::softmax (--attn eager, Part 3's 04_a chain); the KV cache appended with
     aten::cat (--cache dynamic: each layer's keys and values copied into a new, longer tensor every
     token) or written in place with aten::index_copy_ (--cache static: preallocated once)."""
-    knobs, ops = t.knobs, t.chains.get("decode", {})
+    knobs, ops = t.knobs, t.per_phase.chains.get("decode", {})
     if knobs is None or knobs.script not in LLM_SCRIPTS or not ops:
         return None
     static = knobs.variants.get("cache", "dynamic") == "static"
@@ -113,4 +113,4 @@ def llm_decode_chain(t: Tables):
     return Finding("llm_decode_chain", "decode, per call: " + "; ".join(parts), "; ".join(hints),
                    dict(per_call={op: rounded(n, 2) for op, n in ops.items()}, layers=layers or None,
                         cache="static" if static else "dynamic", attention="sdpa" if sdpa else "eager" if softmax else None),
-                   spans=in_window(t, t.phase_calls.get("decode", ())))
+                   spans=in_window(t, t.per_phase.spans.get("decode", ())))
