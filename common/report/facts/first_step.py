@@ -6,7 +6,8 @@ up or not; the trace shows where the time goes, not the profiler's mechanism). W
 the workload's first call (``--schedule 0,0,N`` without ``--warmup``), its one-time work adds to it:
 one op's own time many times its usual, and events that appear in no other step (on a GPU: module
 loading, ``cudaFuncSetAttribute``, the first ``cudaFree``). This table says which, from the trace:
-the ops whose own time grew most, and the events only the first step has.
+the ops whose own time grew most, and the events only the first step has. The first_step theme
+(:mod:`common.report.rules.first_step`) reads one record, :class:`FirstStepFacts` (``t.first_step``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,18 @@ import numpy as np
 from common.report.model.build import STEP_RE, Model
 
 SHOWN = 4  # ops and one-time events kept, largest first
+
+
+@dataclass(frozen=True)
+class FirstStepFacts:
+    """What the first_step rules read."""
+
+    parts: Optional[FirstStepParts]  # where the first step's extra time went (None: fewer than three ProfilerSteps)
+
+
+def first_step_facts(m: Model) -> FirstStepFacts:
+    """The first_step theme's record of one model."""
+    return FirstStepFacts(parts=first_step_parts(m))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from common.report.facts.calls import call_work
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
 from common.report.facts.gemm import GemmFacts, gemm_facts
-from common.report.facts.first_step import FirstStepParts, first_step_parts
+from common.report.facts.first_step import FirstStepFacts, first_step_facts
 from common.report.facts.guessed import GuessCheck, check_guess
 from common.report.model.gpus import Gpu
 from common.report.facts.header import Header, header_of
@@ -83,7 +83,7 @@ class Tables:
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
-    first_step: Optional[FirstStepParts] = None  # what the first recorded step holds that the others do not
+    first_step: Optional[FirstStepFacts] = None  # what the first_step rules read (:mod:`.first_step`)
     regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
     kernel_sources: dict = field(default_factory=dict)  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
 
@@ -147,7 +147,7 @@ def build_tables(m: Model) -> Tables:
         compile=agg.compile_frames(m, ops), attention=attention_facts(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
         launched_outside=launched_outside(m),
-        first_step=first_step_parts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
+        first_step=first_step_facts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
 
 
 def _frees(m: Model):

@@ -28,7 +28,7 @@ def others_label(t: Tables) -> str:
 def what_it_holds(t: Tables) -> str:
     """Where the first step's extra time went: the events whose own time grew most (against their
     median in the other steps), the events no other step has, and the annotation's gap to its first op."""
-    parts = t.first_step
+    parts = t.first_step.parts
     if parts is None:
         return ""
     grown = ", ".join(f"{trace_names.short_name(g.name, 40)} {fmt_us(g.first_us)} vs {fmt_us(g.others_median_us)}" for g in parts.grown[:3])
