@@ -66,7 +66,6 @@ class Tables:
     ops: tuple  # OpRow, by CPU total
     phases: tuple  # phases.Phase, one per user annotation name
     cpu_work: Optional[CpuWork]  # per step: compute ops' own work vs the dispatch around them
-    aligned_steps: AlignedSteps  # the steps as TensorBoard sees them
     gpu_busy: Intervals  # the union of every kernel, memcpy and memset
     gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
     header: Header  # the GPUs, versions and job the trace names
@@ -139,7 +138,7 @@ def build_tables(m: Model) -> Tables:
     roofline = checked_roofline(build_roofline(m))
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
-        kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, aligned_steps=aligned, gpu_busy=gpu_union,
+        kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, gpu_busy=gpu_union,
         gpu=agg.gpu_of_trace(m), header=header_of(m), overhead=overhead_facts(m, ops),
         gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
         timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
