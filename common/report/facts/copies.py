@@ -9,7 +9,6 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.facts.aggregates import names_of
 from common.report.findings import Span
 from common.report.load.columns import factorize
 from common.report.model.build import CATEGORY_CODES, KERNEL, MEMCPY, MEMSET, Model
@@ -108,4 +107,9 @@ def addmm_gemms(m: Model) -> AddmmGemms:
     has_op = dev.op >= 0
     by_addmm = has_op & (cpu.name[np.where(has_op, dev.op, 0)] == addmm)
     gemms = np.flatnonzero(by_addmm & (dev.kind == KERNEL) & (dev.category == CATEGORY_CODES["gemm"]))
-    return AddmmGemms(int(gemms.size), tuple(names_of(m, dev.name[gemms])), tuple(map(Span, dev.ts[gemms], dev.dur[gemms])))
+    return AddmmGemms(int(gemms.size), tuple(_names_of(m, dev.name[gemms])), tuple(map(Span, dev.ts[gemms], dev.dur[gemms])))
+
+
+def _names_of(m: Model, ids) -> list:
+    """The names of these name ids, sorted, each once."""
+    return sorted({m.names[i] for i in np.asarray(ids).tolist()})

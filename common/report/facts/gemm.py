@@ -9,7 +9,6 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.facts.aggregates import names_of
 from common.report.facts.runtime_calls import runtime_calls_under
 from common.report.model import names as trace_names
 from common.report.model.build import CATEGORY_CODES, KERNEL, OP, RUNTIME, Model
@@ -126,8 +125,13 @@ def occupancy_queries(m: Model) -> Optional[OccupancyQueries]:
             out[m.names[ops[i]] if ops[i] >= 0 else "(no op)"] = dict(launches=int(cnt[i]), kernels=names_)
         return out
 
-    queries = names_of(m, cpu.name[(cpu.kind == RUNTIME) & m.name_mask(trace_names.is_occupancy_query)[cpu.name]])
+    queries = _names_of(m, cpu.name[(cpu.kind == RUNTIME) & m.name_mask(trace_names.is_occupancy_query)[cpu.name]])
     return OccupancyQueries(
         gemm_launches=int(gemm.sum()), gemm_launches_queried=int((gemm & kq).sum()),
-        launch_calls=tuple(names_of(m, cpu.name[dev.launch[kj[gemm]]])), queried=int(kq.sum()),
+        launch_calls=tuple(_names_of(m, cpu.name[dev.launch[kj[gemm]]])), queried=int(kq.sum()),
         plain=int((~kq).sum()), queried_ops=top(kq), plain_ops=top(~kq), queries=tuple(queries))
+
+
+def _names_of(m: Model, ids) -> list:
+    """The names of these name ids, sorted, each once."""
+    return sorted({m.names[i] for i in np.asarray(ids).tolist()})

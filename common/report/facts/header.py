@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from common.report.model.gpus import describe_device
+from common.report.model.gpus import Gpu, describe_device, gpu_of
 from common.report.model.build import Model
 
 VERSION_KEYS = ("torch_version", "pytorch_version", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
@@ -58,3 +58,9 @@ def header_of(m: Model) -> Header:
     return Header(gpus=tuple(gpus), used_gpus=tuple(used), device=device,
                   versions={k: m.meta[k] for k in VERSION_KEYS if k in m.meta},
                   distributed=dist if isinstance(dist, dict) else None)
+
+
+def gpu_of_trace(m: Model) -> Gpu:
+    """The GPU the trace's kernels ran on (its deviceProperties entry; the first when none ran)."""
+    first = int(m.dev.device[0]) if m.dev.n else None
+    return gpu_of(list(m.devices.values()), first)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.report.facts.aggregates import FXGRAPH
+from common.report.facts.compile import FXGRAPH
 from common.report.model.build import ANNOTATION, CATEGORY_CODES, KERNEL, OP, Model
 
 TRITON_CATEGORIES = ("triton_pointwise", "triton_reduction", "triton_persistent", "triton_other")

@@ -52,7 +52,7 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.facts import aggregates as agg
+from common.report.facts.header import gpu_of_trace
 from common.report.model import names as trace_names
 from common.report.model.build import KERNEL, OP, Model
 from common.report.facts.knob_work import ATTENTION as ATTENTION_ROW
@@ -182,7 +182,7 @@ def counted_calls(m: Model) -> Calls:
     cpu = m.cpu
     counted = _counted(m)
     on_gpu = m.has_gpu
-    device_name = agg.gpu_of_trace(m).name if on_gpu else None
+    device_name = gpu_of_trace(m).name if on_gpu else None
     times, tf32 = _call_times(m, counted) if on_gpu else (cpu.dur, np.zeros(cpu.n, bool))
     rows = np.flatnonzero(counted & (cpu.step >= 0))
     calls = []

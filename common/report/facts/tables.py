@@ -17,17 +17,17 @@ import numpy as np
 
 from common.guess import Guess
 from common.knobs import RunKnobs
-from common.report.facts import aggregates as agg
 from common.report.model import names as trace_names
 from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.calls import call_work
+from common.report.facts.compile import CompileFrames, GraphLaunches, compile_frames, graph_launches
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
 from common.report.facts.gemm import GemmFacts, gemm_facts
 from common.report.facts.first_step import FirstStepFacts, first_step_facts
 from common.report.facts.guessed import GuessCheck, check_guess
 from common.report.model.gpus import Gpu
-from common.report.facts.header import Header, header_of
+from common.report.facts.header import Header, gpu_of_trace, header_of
 from common.report.facts.phases import PhasesFacts, phase_table, phases_facts
 from common.report.model.intervals import Intervals
 from common.report.facts.kernel_sources import kernel_sources
@@ -72,11 +72,11 @@ class Tables:
     # what particular rules read (:mod:`.aggregates`)
     overhead: OverheadFacts  # what the overhead rules read besides the general tables (:mod:`.overhead`)
     gemm: GemmFacts  # what the gemm rules read (:mod:`.gemm`)
-    graph_launches: Optional[agg.GraphLaunches]  # CUDA graph launches and the kernels they replayed
+    graph_launches: Optional[GraphLaunches]  # CUDA graph launches and the kernels they replayed
     timeline: TimelineFacts  # what the timeline rules read (:mod:`.timeline`)
     per_phase: PhasesFacts  # what the phases rules read besides the phase rows (:mod:`.phases`)
     copies: CopiesFacts  # what the copies rules read (:mod:`.copies`)
-    compile: Optional[agg.CompileFrames]  # torch.compile's frames
+    compile: Optional[CompileFrames]  # torch.compile's frames
     attention: AttentionFacts  # what the attention rules read (:mod:`.attention`)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
     memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
@@ -139,11 +139,11 @@ def build_tables(m: Model) -> Tables:
     return Tables(
         model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
         kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, gpu_busy=gpu_union,
-        gpu=agg.gpu_of_trace(m), header=header_of(m), overhead=overhead_facts(m, ops),
-        gemm=gemm_facts(m), graph_launches=agg.graph_launches(m),
+        gpu=gpu_of_trace(m), header=header_of(m), overhead=overhead_facts(m, ops),
+        gemm=gemm_facts(m), graph_launches=graph_launches(m),
         timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
         per_phase=phases_facts(m, [p.name for p in phases]), copies=copies_facts(m),
-        compile=agg.compile_frames(m, ops), attention=attention_facts(m),
+        compile=compile_frames(m, ops), attention=attention_facts(m),
         guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
         launched_outside=launched_outside(m),
         first_step=first_step_facts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))

@@ -6,8 +6,8 @@ in the order of :data:`RULES`.
 Each rule is a small function over the :class:`~common.report.facts.tables.Tables` (and the run's knobs,
 ``t.knobs``); its docstring is the cheatsheet row it implements. It returns a :class:`Finding` (the
 evidence, and the spans of time it points at) or None. Rules read numbers the tables computed and
-judge them; they do not aggregate events (a number a rule needs is a table in
-:mod:`common.report.facts.aggregates`).
+judge them; they do not aggregate events (a number a rule needs is a field of its theme's record,
+``facts/<theme>.py``, or a general table: docs/report.md, "Adding a rule").
 
 The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from common.report.model import names as trace_names
-from common.report.facts.aggregates import COMPILE_FRAMES, FXGRAPH, REGION
+from common.report.facts.compile import COMPILE_FRAMES, FXGRAPH, REGION
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded

@@ -1,10 +1,8 @@
-"""The numbers particular rules read, computed once over the model's lanes with the other tables.
-
-A rule reads these records (``t.occupancy.queried``, ``t.kernel_gaps[i]``) and judges; it never
-walks the lanes itself. Each record also holds the time spans a finding about it points at (the
-copies before a GEMM, the final synchronize), so the rule can hand them on with its evidence.
-Times are µs relative to the window's start, like the model's.
-"""
+"""torch.compile's own frames and CUDA graph replays, as the trace shows them: the regions
+(``Torch-Compiled Region: K/M``), the compiled graphs (``## Call CompiledFxGraph <hash> ##``), Dynamo's
+and AOTAutograd's frames, and the graph launches with the kernels they replayed. Read by several rule
+themes (compile, gemm, hand_written and the advice), so they are general tables (``t.compile``,
+``t.graph_launches``), not one theme's record."""
 
 from __future__ import annotations
 
@@ -14,23 +12,15 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.model.gpus import Gpu, gpu_of
-from common.report.model.build import ANNOTATION, KERNEL, RUNTIME, STEP_RE, Model
 from common.report.facts.phases import GRAPH_LAUNCHES
 from common.report.facts.rows import OpRow
 from common.report.findings import Span
+from common.report.model.build import ANNOTATION, KERNEL, RUNTIME, STEP_RE, Model
 
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 FXGRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
 COMPILE_FRAMES = ("TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "CompiledFunction",
                   "Pregraph bytecode")
-
-
-def names_of(m: Model, ids) -> list:
-    return sorted({m.names[i] for i in np.asarray(ids).tolist()})
-
-
-# ----------------------------------------------------------------------------- launches
 
 
 @dataclass(frozen=True)
@@ -53,9 +43,6 @@ def graph_launches(m: Model) -> Optional[GraphLaunches]:
     linked = dev.launch >= 0
     replayed = int((linked & (dev.kind == KERNEL) & is_graph[np.maximum(dev.launch, 0)]).sum())
     return GraphLaunches(int(launches.size), m.names[cpu.name[launches[0]]], replayed)
-
-
-# ----------------------------------------------------------------------------- torch.compile
 
 
 @dataclass(frozen=True)
@@ -90,9 +77,3 @@ def compile_frames(m: Model, ops: tuple) -> Optional[CompileFrames]:
     hits = np.flatnonzero(np.isin(cpu.name, ids))
     return CompileFrames(regions, hashes, frames, region_phase,
                          tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist()), float(self_us))
-
-
-def gpu_of_trace(m: Model) -> Gpu:
-    """The GPU the trace's kernels ran on (its deviceProperties entry; the first when none ran)."""
-    first = int(m.dev.device[0]) if m.dev.n else None
-    return gpu_of(list(m.devices.values()), first)
