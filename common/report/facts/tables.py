@@ -10,52 +10,55 @@ breakdown, GPU utilization, Est. SM efficiency and occupancy over its device-ali
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
 from common.guess import Guess
 from common.knobs import RunKnobs
-from common.report.model import names as trace_names
-from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.calls import call_work
 from common.report.facts.compile import CompileFrames, GraphLaunches, compile_frames, graph_launches
-from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
-from common.report.facts.gemm import GemmFacts, gemm_facts
-from common.report.facts.first_step import FirstStepFacts, first_step_facts
 from common.report.facts.guessed import GuessCheck, check_guess
-from common.report.model.gpus import Gpu
 from common.report.facts.header import Header, gpu_of_trace, header_of
-from common.report.facts.phases import PhasesFacts, phase_table, phases_facts
-from common.report.model.intervals import Intervals
 from common.report.facts.kernel_sources import kernel_sources
-from common.report.model.lanes import CpuLane
+from common.report.facts.kernels import category_table, kernel_table
 from common.report.facts.memory import Memory, memory_of
-from common.report.facts.outside import LaunchedOutside, launched_outside
-from common.report.model.build import (ANNOTATION, BREAKDOWN_KEYS, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, MEMCPY, MEMSET,
-                                 OP, RUNTIME, STEP_RE, Model)
-from common.report.facts.kernel_footprint import kernel_footprint
-from common.report.facts.overhead import OverheadFacts, overhead_facts
-from common.report.facts.overlap import exact_busy, hta_busy_span, hta_overlap_pct
 from common.report.facts.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
-                                   Numbers, TensorBoardNumbers, WindowNumbers)
+                                         Numbers, TensorBoardNumbers, WindowNumbers)
+from common.report.facts.outside import LaunchedOutside, launched_outside
+from common.report.facts.overlap import exact_busy, hta_busy_span, hta_overlap_pct
+from common.report.facts.phases import phase_table
 from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
-from common.report.model.plausible_rates import checked_roofline
-from common.report.facts.rows import Breakdown, CategoryRow, KernelDetail, KernelRow, OpRow, StepBreakdown, StepRow
-from common.report.facts.timeline import TimelineFacts, timeline_facts
+from common.report.facts.rows import Breakdown, OpRow, StepBreakdown, StepRow
 from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
+from common.report.model import names as trace_names
+from common.report.model.build import (ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE,
+                                       Model)
+from common.report.model.gpus import Gpu
+from common.report.model.intervals import Intervals
+from common.report.model.lanes import CpuLane
+from common.report.model.plausible_rates import checked_roofline
+# the themes' records
+from common.report.facts.attention import AttentionFacts, attention_facts
+from common.report.facts.copies import CopiesFacts, copies_facts
+from common.report.facts.first_step import FirstStepFacts, first_step_facts
+from common.report.facts.gemm import GemmFacts, gemm_facts
+from common.report.facts.overhead import OverheadFacts, overhead_facts
+from common.report.facts.phases import PhasesFacts, phases_facts
+from common.report.facts.timeline import TimelineFacts, timeline_facts
 
-KERNEL_DETAIL_ROWS = 200  # per-kernel detail (registers, per-step times, decoded name) for the top kernels
 DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"  # TensorBoard's DataLoader rows
 
 
 @dataclass(frozen=True, eq=False)
 class Tables:
     """Every number of one trace, computed once from its model (which it keeps, for the steps, names
-    and metadata the renderers print)."""
+    and metadata the renderers print): the general tables, which many rules and the renderers read, then
+    one record per rules theme, which that theme's rules read (:mod:`common.report.rules`; a renderer may
+    show one too). A number only one theme reads goes in that theme's record (docs/report.md, "Adding a rule")."""
 
     model: Model
     numbers: Numbers
@@ -69,22 +72,22 @@ class Tables:
     gpu_busy: Intervals  # the union of every kernel, memcpy and memset
     gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
     header: Header  # the GPUs, versions and job the trace names
-    # what particular rules read (:mod:`.aggregates`)
-    overhead: OverheadFacts  # what the overhead rules read besides the general tables (:mod:`.overhead`)
-    gemm: GemmFacts  # what the gemm rules read (:mod:`.gemm`)
-    graph_launches: Optional[GraphLaunches]  # CUDA graph launches and the kernels they replayed
-    timeline: TimelineFacts  # what the timeline rules read (:mod:`.timeline`)
-    per_phase: PhasesFacts  # what the phases rules read besides the phase rows (:mod:`.phases`)
-    copies: CopiesFacts  # what the copies rules read (:mod:`.copies`)
-    compile: Optional[CompileFrames]  # torch.compile's frames
-    attention: AttentionFacts  # what the attention rules read (:mod:`.attention`)
+    compile: Optional[CompileFrames]  # torch.compile's frames (:mod:`.compile`)
+    graph_launches: Optional[GraphLaunches]  # CUDA graph launches and the kernels they replayed (:mod:`.compile`)
+    kernel_sources: dict  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
     guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
-    memory: Optional[Memory] = None  # from the [memory] events (:mod:`.memory`); None without them
-    roofline: Optional[Roofline] = None  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
-    launched_outside: Optional[LaunchedOutside] = None  # device work the trace holds no launch of (:mod:`.outside`)
-    first_step: Optional[FirstStepFacts] = None  # what the first_step rules read (:mod:`.first_step`)
-    regime: Optional[Regime] = None  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
-    kernel_sources: dict = field(default_factory=dict)  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
+    memory: Optional[Memory]  # from the [memory] events (:mod:`.memory`); None without them
+    roofline: Optional[Roofline]  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
+    regime: Optional[Regime]  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)
+    launched_outside: Optional[LaunchedOutside]  # device work the trace holds no launch of (:mod:`.outside`)
+    # one record per rules theme (facts/<theme>.py), read by rules/<theme>.py alone
+    overhead: OverheadFacts  # the top op's heaviest child (:mod:`.overhead`)
+    timeline: TimelineFacts  # final sync, buffer requests, kernel gaps, first annotation (:mod:`.timeline`)
+    first_step: FirstStepFacts  # what the first recorded step holds that the others do not (:mod:`.first_step`)
+    gemm: GemmFacts  # occupancy queries, op children, runtime calls under mm/bmm, mm + add (:mod:`.gemm`)
+    copies: CopiesFacts  # Memcpy DtoD before a GEMM, GEMMs under aten::addmm (:mod:`.copies`)
+    per_phase: PhasesFacts  # each phase's call spans and op chains (:mod:`.phases`; ``phases`` holds the rows)
+    attention: AttentionFacts  # what ran inside masked_fill and SDPA (:mod:`.attention`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -115,38 +118,64 @@ class Tables:
 
 
 def build_tables(m: Model) -> Tables:
-    """Every table of the model, in dependency order."""
-    gpu_union = _gpu_union(m)
+    """Every table of the model: the general tables, then one record per rules theme from what it needs."""
+    gpu_busy = _gpu_union(m)
     aligned = align_steps(m)
     per_step = step_breakdown(m, aligned)
-    figures = device_figures(m, aligned)
-    numbers = Numbers(gpu=gpu_numbers(m, gpu_union), cpu=cpu_numbers(m), device=device_numbers(m),
-                      window=window_numbers(m), tensorboard=tensorboard_numbers(aligned, figures),
-                      efficiency=efficiency_numbers(m, figures))
-    breakdown = Breakdown(**{k: float(v.sum()) for k, v in per_step.items()}, total=float(aligned.durations.sum()))
-    cpu_work = None
-    if m.window_source == "ProfilerStep":
-        cpu = m.cpu
-        cpu_work = split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
-                                  self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
-                                  step_walls=[s.dur for s in m.steps], thread=cpu.thread,
-                                  step_threads=[s.tid for s in m.steps], ts=cpu.ts,
-                                  step_starts=[s.start for s in m.steps], frees=_frees(m))
-    rows = step_rows(m, per_step, gpu_union, aligned)
+    rows = step_rows(m, per_step, gpu_busy, aligned)
     ops = op_table(m)
-    phases = tuple(phase_table(m, gpu_union))
+    phases = tuple(phase_table(m, gpu_busy))
     roofline = checked_roofline(build_roofline(m))
     return Tables(
-        model=m, numbers=numbers, step_rows=rows, breakdown=breakdown, categories=category_table(m),
-        kernels=kernel_table(m), ops=ops, phases=phases, cpu_work=cpu_work, gpu_busy=gpu_union,
-        gpu=gpu_of_trace(m), header=header_of(m), overhead=overhead_facts(m, ops),
-        gemm=gemm_facts(m), graph_launches=graph_launches(m),
-        timeline=timeline_facts(m, gpu_union, aligned, rows[0].annotation if rows else None),
-        per_phase=phases_facts(m, [p.name for p in phases]), copies=copies_facts(m),
-        compile=compile_frames(m, ops), attention=attention_facts(m),
-        guess=_guess_check(m), memory=memory_of(m), roofline=roofline,
+        model=m,
+        numbers=numbers_of(m, gpu_busy, aligned),
+        step_rows=rows,
+        breakdown=Breakdown(**{k: float(v.sum()) for k, v in per_step.items()}, total=float(aligned.durations.sum())),
+        categories=category_table(m),
+        kernels=kernel_table(m),
+        ops=ops,
+        phases=phases,
+        cpu_work=_cpu_work(m),
+        gpu_busy=gpu_busy,
+        gpu=gpu_of_trace(m),
+        header=header_of(m),
+        compile=compile_frames(m, ops),
+        graph_launches=graph_launches(m),
+        kernel_sources=kernel_sources(m),
+        guess=_guess_check(m),
+        memory=memory_of(m),
+        roofline=roofline,
+        regime=regime_of(m, roofline),
         launched_outside=launched_outside(m),
-        first_step=first_step_facts(m), regime=regime_of(m, roofline), kernel_sources=kernel_sources(m))
+        # the themes' records
+        overhead=overhead_facts(m, ops),
+        timeline=timeline_facts(m, gpu_busy, aligned, rows[0].annotation if rows else None),
+        first_step=first_step_facts(m),
+        gemm=gemm_facts(m),
+        copies=copies_facts(m),
+        per_phase=phases_facts(m, [p.name for p in phases]),
+        attention=attention_facts(m),
+    )
+
+
+def numbers_of(m: Model, gpu_busy: Intervals, aligned: AlignedSteps) -> Numbers:
+    """The headline numbers, one section per JSON object (:mod:`.numbers`)."""
+    figures = device_figures(m, aligned)
+    return Numbers(gpu=gpu_numbers(m, gpu_busy), cpu=cpu_numbers(m), device=device_numbers(m),
+                   window=window_numbers(m), tensorboard=tensorboard_numbers(aligned, figures),
+                   efficiency=efficiency_numbers(m, figures))
+
+
+def _cpu_work(m: Model) -> Optional[CpuWork]:
+    """Per ProfilerStep, compute ops' own work against the dispatch around them (None: no ProfilerSteps)."""
+    if m.window_source != "ProfilerStep":
+        return None
+    cpu = m.cpu
+    return split_cpu_work(is_op=cpu.kind == OP, name=cpu.name, names=m.names, dur=cpu.dur,
+                          self_us=cpu.self_us, parent=cpu.parent, step=cpu.step,
+                          step_walls=[s.dur for s in m.steps], thread=cpu.thread,
+                          step_threads=[s.tid for s in m.steps], ts=cpu.ts,
+                          step_starts=[s.start for s in m.steps], frees=_frees(m))
 
 
 def _frees(m: Model):
@@ -343,107 +372,6 @@ def annotation_gaps(m: Model) -> list:
         done.add(step)
         out[step] = (m.names[cpu.name[i]], float(cpu.ts[k] - cpu.ts[i]), m.names[cpu.name[k]])
     return out
-
-
-# ----------------------------------------------------------------------------- kernels
-
-
-def category_table(m: Model) -> tuple[CategoryRow, ...]:
-    """GPU time by kernel category (every device event the trace launched: not those launched before it),
-    largest first."""
-    dev = m.dev
-    if not m.has_gpu:
-        return ()
-    mine = ~dev.outside
-    time = np.bincount(dev.category[mine], weights=dev.dur[mine], minlength=len(CATEGORY_CODES))
-    count = np.bincount(dev.category[mine], minlength=len(CATEGORY_CODES))
-    total = float(dev.dur[mine].sum())
-    rows = [CategoryRow(category=c, label=trace_names.CATEGORIES[c], time_us=float(time[i]), count=int(count[i]),
-                        pct=100.0 * float(time[i]) / total if total > 0 else 0.0)
-            for c, i in CATEGORY_CODES.items() if count[i]]
-    return tuple(sorted(rows, key=lambda r: -r.time_us))
-
-
-def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> dict:
-    """count/total/min/max/median of ``values`` per group id."""
-    order = np.lexsort((values, group))
-    g, v = group[order], values[order]
-    count = np.bincount(g, minlength=groups)
-    total = np.bincount(g, weights=v, minlength=groups)
-    first = np.concatenate(([0], np.cumsum(count)[:-1]))
-    has = count > 0
-    low, high, median = np.full(groups, np.nan), np.full(groups, np.nan), np.full(groups, np.nan)
-    if v.size:
-        low[has] = v[first[has]]
-        high[has] = v[first[has] + count[has] - 1]
-        median[has] = (v[first[has] + (count[has] - 1) // 2] + v[first[has] + count[has] // 2]) / 2
-    return dict(count=count, total=total, min=low, max=high, median=median)
-
-
-def kernel_table(m: Model) -> tuple[KernelRow, ...]:
-    """One row per kernel name by total time (TensorBoard's Kernel view), with launch estimates; the
-    kernels the trace launched (one launched before the window is in no row: :mod:`.outside`)."""
-    dev = m.dev
-    rows_of = np.flatnonzero((dev.kind == KERNEL) & ~dev.outside) if m.has_gpu else np.empty(0, np.int64)
-    if not rows_of.size:
-        return ()
-    dur = dev.dur[rows_of]
-    uniq, kernel = np.unique(dev.name[rows_of], return_inverse=True)
-    stats = group_stats(kernel, dur, uniq.size)
-    total_time = float(dur.sum())
-    blocks_per_sm = dev.blocks_per_sm[rows_of]
-    estimates = _weighted_per_kernel(kernel, uniq.size, dur, blocks_per_sm, dev.occ[rows_of])
-    rows = []
-    for g in np.argsort(-stats["total"], kind="stable").tolist():
-        name = m.names[int(uniq[g])]
-        rows.append(KernelRow(
-            name=name, category=CATEGORY_KEYS[int(dev.category[rows_of[kernel == g][0]])], calls=int(stats["count"][g]),
-            total_us=float(stats["total"][g]), mean_us=float(stats["total"][g] / stats["count"][g]),
-            min_us=float(stats["min"][g]), median_us=float(stats["median"][g]), max_us=float(stats["max"][g]),
-            share_pct=100.0 * float(stats["total"][g]) / total_time if total_time > 0 else 0.0,
-            **{key: values[g] for key, values in estimates.items()},
-            tensor_cores=trace_names.uses_tensor_cores(name),
-            detail=_kernel_detail(m, name, rows_of[kernel == g]) if len(rows) < KERNEL_DETAIL_ROWS else None,
-            **kernel_footprint(m, rows_of[kernel == g]),
-        ))
-    return tuple(rows)
-
-
-
-def _weighted_per_kernel(kernel: np.ndarray, kernels: int, dur: np.ndarray, blocks_per_sm: np.ndarray,
-                         occupancy: np.ndarray) -> dict:
-    """Per kernel name, duration-weighted: SM efficiency (blocks per SM capped at 1), blocks per SM and
-    occupancy, over the calls that carry the argument (None where none does)."""
-    known_blocks, known_occupancy = np.isfinite(blocks_per_sm), np.isfinite(occupancy)
-
-    def weighted(values: np.ndarray, known: np.ndarray) -> list:
-        weight = np.bincount(kernel, weights=np.where(known, dur, 0.0), minlength=kernels)
-        total = np.bincount(kernel, weights=np.where(known, values * dur, 0.0), minlength=kernels)
-        return [float(t / w) if w > 0 else None for t, w in zip(total.tolist(), weight.tolist())]
-
-    efficiency = weighted(np.minimum(np.nan_to_num(blocks_per_sm), 1.0), known_blocks)
-    return dict(est_sm_efficiency_pct=[100.0 * e if e is not None else None for e in efficiency],
-                mean_blocks_per_sm=weighted(np.nan_to_num(blocks_per_sm), known_blocks),
-                est_achieved_occupancy_pct=weighted(np.nan_to_num(occupancy), known_occupancy))
-
-
-def _kernel_detail(m: Model, name: str, rows: np.ndarray) -> KernelDetail:
-    """Registers, shared memory, time and calls per step, and the decoded name of one kernel's calls."""
-    dev = m.dev
-    registers, shared = dev.regs[rows], dev.smem[rows]
-    step = dev.step[rows]
-    in_step = step >= 0
-    nsteps = len(m.steps)
-    gemm, fused = trace_names.decode_gemm(name), trace_names.decode_fused(name)
-    return KernelDetail(
-        registers_per_thread=float(np.nanmax(registers)) if np.isfinite(registers).any() else None,
-        shared_memory_bytes=float(np.nanmax(shared)) if np.isfinite(shared).any() else None,
-        per_step_us=tuple(np.bincount(step[in_step], weights=dev.dur[rows][in_step], minlength=nsteps).tolist())
-        if nsteps else (),
-        per_step_calls=tuple(np.bincount(step[in_step], minlength=nsteps).tolist()) if nsteps else (),
-        decoded=(dict(gemm, kind="gemm", text=trace_names.describe_gemm(gemm)) if gemm else
-                 dict(fused, kind="fused", text=trace_names.describe_fused(fused)) if fused else None),
-    )
 
 
 # ----------------------------------------------------------------------------- ops
