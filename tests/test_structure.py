@@ -188,3 +188,91 @@ def test_each_stage_imports_only_earlier_stages():
     assert not back, back
     base = sorted((m, w) for m in BASE for w in GRAPH[m] if w.startswith("common.report."))
     assert not base, base
+
+
+# Issue 29: every number of Tables is read, and each rules theme's own numbers sit in its record.
+TABLES_NAMES = ("t", "tables")  # what the report's code calls a Tables
+FACTS = REPORT / "facts"
+READERS = {name: path for name, path in MODULES.items() if FACTS not in path.parents}  # common/ outside facts/
+
+
+def tables_reads(path) -> set:
+    """What one module reads off a Tables: ("gemm",) and ("gemm", "occupancy") for ``t.gemm.occupancy.queried``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if chain and isinstance(node, ast.Name) and node.id in TABLES_NAMES:
+            chain.reverse()
+            out |= {tuple(chain[:1]), tuple(chain[:2])}
+    return out
+
+
+READS = {name: tables_reads(path) for name, path in READERS.items()}
+
+
+def _tables_fields() -> tuple[dict, dict]:
+    """({general field: its type}, {theme record field: its class}): a theme's record is a ``...Facts`` class."""
+    import dataclasses
+
+    from common.report.facts import tables
+
+    general, records = {}, {}
+    for f in dataclasses.fields(tables.Tables):
+        if str(f.type).endswith("Facts"):
+            records[f.name] = getattr(tables, str(f.type))
+        else:
+            general[f.name] = f.type
+    return general, records
+
+
+GENERAL, RECORDS = _tables_fields()
+
+
+def readers(*chain: str) -> set:
+    return {name for name, reads in READS.items() if chain in reads}
+
+
+def test_tables_reader_sees_what_rules_read():
+    """The check itself: it finds the rules' reads (a nested attribute chain, a record's field)."""
+    assert "common.report.rules.gemm" in readers("kernels")
+    assert tables_reads(REPORT / "rules" / "trace.py") >= {("model",), ("numbers",)}
+
+
+def test_every_tables_field_is_read_outside_the_facts():
+    """No dead number: each field of Tables, and each field of a theme's record, is read by a module
+    of common/ outside facts/ (a rule, a renderer, compare or job)."""
+    import dataclasses
+
+    dead = [name for name in [*GENERAL, *RECORDS] if not readers(name)]
+    dead += [f"{name}.{f.name}" for name, record in RECORDS.items() for f in dataclasses.fields(record)
+             if not readers(name, f.name)]
+    assert not dead, dead
+
+
+def _rules_module(name: str):
+    return name.rpartition(".")[2] if name.startswith("common.report.rules.") else None
+
+
+DESCRIBES_THE_RUN = {"gpu"}  # not a number of one theme: the device itself, which any theme may come to read
+
+
+def test_a_number_one_rules_theme_reads_is_in_its_record():
+    """A general table is read by several modules; one that a single rules module alone reads belongs in
+    that theme's record (facts/<theme>.py: docs/report.md, "Adding a rule")."""
+    alone = {field: next(iter(readers(field))) for field in set(GENERAL) - DESCRIBES_THE_RUN if len(readers(field)) == 1}
+    wrong = {field: who for field, who in alone.items() if _rules_module(who)}
+    assert not wrong, wrong
+
+
+def test_each_theme_record_is_its_themes_alone():
+    """Each record is made in facts/<theme>.py for rules/<theme>.py, which reads it; no other rules
+    module reads it (a renderer may show it)."""
+    rules = {p.stem for p in (REPORT / "rules").glob("*.py")}
+    for field, record in RECORDS.items():
+        theme = record.__module__.rpartition(".")[2]
+        assert record.__module__ == f"common.report.facts.{theme}" and theme in rules, (field, record.__module__)
+        by_rules = {_rules_module(name) for name in readers(field)} - {None}
+        assert by_rules == {theme}, (field, by_rules)
