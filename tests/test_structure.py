@@ -276,3 +276,8 @@ def test_each_theme_record_is_its_themes_alone():
         assert record.__module__ == f"common.report.facts.{theme}" and theme in rules, (field, record.__module__)
         by_rules = {_rules_module(name) for name in readers(field)} - {None}
         assert by_rules == {theme}, (field, by_rules)
+
+
+def test_facts_modules_stay_under_450_lines():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in FACTS.glob("*.py")}
+    assert max(sizes.values()) <= 450, {name: n for name, n in sizes.items() if n > 450}
