@@ -22,7 +22,7 @@ cli.add_argument("--dim", type=positive_int, default=768, help="model width (def
 cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -41,22 +41,17 @@ class GeGLUMLP(nn.Module):
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
 
-def mlp_elements(a):
-    """x and the output, three weights, and the [tokens, hidden] intermediates alive at once."""
-    tokens = a.batch * a.seq
-    return 2 * tokens * a.dim + 3 * a.dim * a.hidden + 4 * tokens * a.hidden
-
-
-def mlp_flops(a):
-    """gate, up and down: three [tokens, dim] x [dim, hidden]-sized GEMMs of 2*tokens*dim*hidden each."""
-    return 3 * 2 * a.batch * a.seq * a.dim * a.hidden
-
-
 @lesson_main
-def main():
-    lesson = setup(cli, shape=lambda a: (a.batch, a.seq, a.dim, a.hidden), elements=mlp_elements,
-                   matmul_flops=mlp_flops)
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+def main(args):
+    tokens, dim, hidden = args.batch * args.seq, args.dim, args.hidden
+    lesson = setup(
+        args,
+        shape=(args.batch, args.seq, dim, hidden),
+        # x and the output, three weights, and the [tokens, hidden] intermediates alive at once
+        elements=2 * tokens * dim + 3 * dim * hidden + 4 * tokens * hidden,
+        matmul_flops=3 * 2 * tokens * dim * hidden,  # gate, up and down: three [tokens, dim] x [dim, hidden] GEMMs
+    )
+    device, dtype = lesson.device, lesson.dtype
 
     model = GeGLUMLP(args.dim, args.hidden).to(device=device, dtype=dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
@@ -69,15 +64,11 @@ def main():
             return compiled(x)
 
     # 3. Warm-up (on by default here; --no-warmup profiles cold).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -85,17 +76,13 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
-        lesson.sync()
 
     # 5. Export the table and the trace.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    table = lesson.export(prof)
 
     if args.compile:
         with torch.no_grad():
@@ -105,4 +92,4 @@ def main():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))
