@@ -62,7 +62,7 @@ def main(args):
     #    one-time costs land in the first `wait` step, unrecorded; the first recorded step is wider anyway
     #    (the profiler records each event for the first time there), warmed up or not.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -75,7 +75,8 @@ def main(args):
                 step()
                 prof.step()  # tell the profiler a step ended: ProfilerStep#N in the trace
 
-    # 5. Export: the profiler table (what takes the most time) and the trace (when and why).
+    # 5. Export the table (prof.key_averages().table: what takes the most time) and the trace
+    #    (prof.export_chrome_trace: when and why), both or neither.
     table = lesson.export(prof)
 
     if args.compile and not lesson.check_close(step(), fn(x, w, b), "compiled output vs eager"):

@@ -48,12 +48,12 @@ def main(args):
         with torch.no_grad(), torch.profiler.record_function("linear_fwd"):
             return compiled(x)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
     lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -66,7 +66,7 @@ def main(args):
                 step()
                 prof.step()
 
-    # 5. Export the table and the trace.
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
     table = lesson.export(prof)
 
     if args.compile:

@@ -16,16 +16,13 @@ if __name__ == "__main__":
 from types import SimpleNamespace  # noqa: E402
 
 from common.errors import fail  # noqa: E402
-from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
+from common.lesson import add_mlp_shape_flags, lesson_main, parser, setup  # noqa: E402
 
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1  # pinned: a new kernel version on the Hub must not change the lesson silently
 
 cli = parser("03_kernels_mlp", __doc__, warmup_default=True)
-cli.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default: 64)")
-cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
-cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
-cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+add_mlp_shape_flags(cli)
 cli.add_argument("--source", choices=("hub", "pip"), default="hub",
                  help="hub: kernels.get_kernel from the Hugging Face Hub (default); pip: the liger-kernel package")
 
@@ -102,12 +99,12 @@ def main(args):
         with torch.no_grad(), torch.profiler.record_function("kernels_mlp_fwd"):
             return compiled(x)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
     lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU and CUDA
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -120,7 +117,7 @@ def main(args):
                 step()
                 prof.step()
 
-    # 5. Export the table and the trace.
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
     table = lesson.export(prof)
     return lesson.finish(table)
 

@@ -13,13 +13,10 @@ from common.errors import quit_on_interrupt
 if __name__ == "__main__":
     quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
 
-from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
+from common.lesson import add_mlp_shape_flags, lesson_main, parser, setup  # noqa: E402
 
 cli = parser("03_simple_mlp", __doc__, warmup_default=True)
-cli.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default: 64)")
-cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
-cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
-cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+add_mlp_shape_flags(cli)
 
 if __name__ == "__main__":
     args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
@@ -63,12 +60,12 @@ def main(args):
         with torch.no_grad(), torch.profiler.record_function("mlp_fwd"):
             return compiled(x)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
     lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -81,7 +78,7 @@ def main(args):
                 step()
                 prof.step()
 
-    # 5. Export the table and the trace.
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
     table = lesson.export(prof)
 
     if args.compile:

@@ -86,7 +86,7 @@ def main(args):
 
     # 4. Profile: one prof.step() per request.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -99,7 +99,7 @@ def main(args):
                 generated = step()
                 prof.step()
 
-    # 5. Export the table and the trace; then the speeds of the profiled requests.
+    # 5. Export the table and the trace (both or neither); then the speeds of the profiled requests.
     table = lesson.export(prof)
 
     llm.print_speeds(lesson.console, llm.read_speeds(prof, plan.request))

@@ -15,16 +15,11 @@ from common.errors import quit_on_interrupt
 if __name__ == "__main__":
     quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
 
-from common.lesson import parser, positive_float, positive_int  # noqa: E402
+from common.lesson import add_mlp_shape_flags, parser, positive_float, positive_int  # noqa: E402
 
 cli = parser("06_ddp", __doc__, warmup_default=True)
-cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch, on each rank (default: 8)")
-cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
-cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
-cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+add_mlp_shape_flags(cli, batch=8, per_rank=True)
 cli.add_argument("--blocks", type=positive_int, default=4, help="MLP blocks in the model (default: 4)")
-
-
 cli.add_argument("--bucket-cap-mb", type=positive_float, default=None, metavar="MB",
                  help="DDP's gradient bucket size: how many all-reduces per step (default: DDP's, 25 MB "
                       "with a 1 MB first bucket)")
@@ -121,7 +116,7 @@ def main(args):
 
     # 4. Profile: every rank runs the same schedule and records its own trace.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=lesson.compiles_while_profiling):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),

@@ -134,3 +134,13 @@ def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.Ar
     p.add_argument("--share", metavar="BUCKET", default=None,
                    help="upload the trace folder with trace-util to this Hugging Face bucket")
     return p
+
+
+def add_mlp_shape_flags(cli: argparse.ArgumentParser, *, batch: int = 64, per_rank: bool = False) -> None:
+    """--batch --seq --dim --hidden of the GeGLU MLP lessons (03, 03_kernels, 06), the post's defaults;
+    06 trains a batch of its own on each rank."""
+    cli.add_argument("--batch", type=positive_int, default=batch,
+                     help=f"sequences per batch{', on each rank' if per_rank else ''} (default: {batch})")
+    cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
+    cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
+    cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")

@@ -33,7 +33,7 @@ from common.checks import positive_float, positive_int  # noqa: F401 - the lesso
 from common.commands import display_path, uv_run
 from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits, gpu_dtype, resolve_device
 from common.errors import fail, run_command
-from common.flags import WARMUP_CALLS, Schedule, parser  # noqa: F401 - the lessons build their flags with parser
+from common.flags import WARMUP_CALLS, Schedule, add_mlp_shape_flags, parser  # noqa: F401 - the lessons use them
 from common.knobs import METADATA_KEY, RunKnobs
 from common.paths import Variant, annotated_file, html_file, make_tag, mode_label, table_file, trace_file
 
@@ -114,10 +114,9 @@ class Lesson:
     def sort_by(self) -> str:
         return "cuda_time_total" if self.on_cuda else "cpu_time_total"
 
-    @property
-    def compiles_while_profiling(self) -> bool:
-        """--compile without --warmup: the first profiled step compiles (a spinner covers the profiling)."""
-        return self.args.compile and not self.args.warmup
+    def compile_spinner(self) -> contextlib.AbstractContextManager:
+        """A spinner over the profiling when its first step compiles (--compile without --warmup)."""
+        return self.busy("profiling (compiling in the first step)", when=self.args.compile and not self.args.warmup)
 
     def sync(self) -> None:
         """Wait for the device to finish queued work (a no-op on the CPU)."""
