@@ -9,6 +9,7 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -165,3 +166,39 @@ def test_one_parse_and_as_many_warm_up_calls_as_the_trace_says(tmp_path):
     assert knobs["warmup"] is True and knobs["warmup_calls"] == 2
     assert knobs["schedule"] == {"wait": 0, "warmup": 0, "active": 1, "repeat": 2}
     assert matmuls == knobs["warmup_calls"] + 2  # the warm-up, then the schedule's (0 + 0 + 1) * 2 steps
+
+
+# -- docs/lessons.md, "How a lesson is built" ------------------------------------------------------------------------
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_to_lessons_md_sections_resolve():
+    """README's "how a lesson is built" (and any link into docs/lessons.md) names a heading that exists."""
+    lessons = REPO / "docs" / "lessons.md"
+    anchors = {_slug(line.lstrip("#")) for line in lessons.read_text().splitlines() if line.startswith("#")}
+    links = [(doc.name, anchor) for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md")]
+             for anchor in re.findall(r"\((?:docs/)?lessons\.md#([\w-]+)\)", doc.read_text())]
+    links += [(lessons.name, anchor) for anchor in re.findall(r"\(#([\w-]+)\)", lessons.read_text())]
+    assert ("README.md", "how-a-lesson-is-built") in links
+    assert not [(name, a) for name, a in links if a not in anchors], anchors
+
+
+def _code(line: str) -> str:
+    return line.split("  #", 1)[0].strip()
+
+
+def test_how_a_lesson_is_built_shows_the_script_as_it_is():
+    """Every line of the section's sketch (bar the elided ones, ``...``) is a line of 03_simple_mlp.py."""
+    text = (REPO / "docs" / "lessons.md").read_text()
+    section = text.split("## How a lesson is built", 1)[1].split("\n## ", 1)[0]
+    sketch = section.split("```python\n", 1)[1].split("```", 1)[0]
+    script = {_code(line) for line in (REPO / "03_simple_mlp.py").read_text().splitlines()}
+    shown = [_code(line) for line in sketch.splitlines() if _code(line) and not _code(line).endswith("...")]
+    assert len(shown) > 25
+    assert not [line for line in shown if line not in script]
+    for helper in ("common/flags.py", "common/lesson.py", "common/device.py", "common/output.py",
+                   "common/distributed.py", "Lesson.warm_up", "Lesson.label", "Lesson.export", "Lesson.finish"):
+        assert helper in section, helper
