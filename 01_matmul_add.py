@@ -22,7 +22,7 @@ cli.add_argument("--batch", type=positive_int, default=None,
                  help="add a leading batch axis of this length, so aten::matmul dispatches aten::bmm")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import torch  # noqa: E402
 
@@ -33,19 +33,20 @@ def fn(x, w, b):
 
 
 @lesson_main
-def main():
+def main(args):
+    batch = (args.batch,) if args.batch else ()
+    n, copies = args.size, args.batch or 1
     lesson = setup(
-        cli,
-        shape=lambda a: (a.batch, a.size) if a.batch else (a.size,),
-        elements=lambda a: 5 * (a.batch or 1) * a.size * a.size,  # x, w, b, the product, the sum
-        matmul_flops=lambda a: 2 * (a.batch or 1) * a.size ** 3,  # one (size x size) @ (size x size)
+        args,
+        shape=(*batch, n),
+        elements=5 * copies * n * n,  # x, w, b, the product, the sum
+        matmul_flops=2 * copies * n**3,  # one (size x size) @ (size x size) per batch item
     )
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+    device, dtype = lesson.device, lesson.dtype
 
-    lead = (args.batch,) if args.batch else ()
-    x = torch.randn(*lead, args.size, args.size, device=device, dtype=dtype)
-    w = torch.randn(*lead, args.size, args.size, device=device, dtype=dtype)
-    b = torch.randn(*lead, args.size, args.size, device=device, dtype=dtype)
+    x = torch.randn(*batch, n, n, device=device, dtype=dtype)
+    w = torch.randn(*batch, n, n, device=device, dtype=dtype)
+    b = torch.randn(*batch, n, n, device=device, dtype=dtype)
 
     compiled = torch.compile(fn, mode=args.compile_mode) if args.compile else fn
 
@@ -54,18 +55,14 @@ def main():
         with torch.profiler.record_function("matmul_add"):
             return compiled(x, w, b)
 
-    # 3. Optional warm-up: pay the one-time costs (compilation, cuBLAS heuristics) before profiling.
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    # 3. Optional warm-up: a few un-profiled calls pay the one-time costs (compilation, cuBLAS heuristics).
+    lesson.warm_up(step)
 
     # 4. Profile: skip `wait` steps, run `warmup` steps unrecorded, record `active` steps. The first call's
     #    one-time costs land in the first `wait` step, unrecorded; the first recorded step is wider anyway
     #    (the profiler records each event for the first time there), warmed up or not.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -73,17 +70,14 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()  # tell the profiler a step ended: ProfilerStep#N in the trace
-        lesson.sync()
 
-    # 5. Export: the profiler table (what takes the most time) and the trace (when and why).
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table (prof.key_averages().table: what takes the most time) and the trace
+    #    (prof.export_chrome_trace: when and why), both or neither.
+    table = lesson.export(prof)
 
     if args.compile and not lesson.check_close(step(), fn(x, w, b), "compiled output vs eager"):
         return 1
@@ -91,4 +85,4 @@ def main():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

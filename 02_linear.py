@@ -19,22 +19,23 @@ cli.add_argument("--in_dim", type=positive_int, default=32, help="input features
 cli.add_argument("--out_dim", type=positive_int, default=64, help="output features (default: 64)")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 
 @lesson_main
-def main():
+def main(args):
+    rows, fan_in, fan_out = args.batch, args.in_dim, args.out_dim
     lesson = setup(
-        cli,
-        shape=lambda a: (a.batch, a.in_dim, a.out_dim),
+        args,
+        shape=(rows, fan_in, fan_out),
         # x, the weight, the bias, the output (and the compiled path's copy of it)
-        elements=lambda a: a.batch * a.in_dim + a.in_dim * a.out_dim + a.out_dim + 2 * a.batch * a.out_dim,
-        matmul_flops=lambda a: 2 * a.batch * a.in_dim * a.out_dim,
+        elements=rows * fan_in + fan_in * fan_out + fan_out + 2 * rows * fan_out,
+        matmul_flops=2 * rows * fan_in * fan_out,
     )
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+    device, dtype = lesson.device, lesson.dtype
 
     # 1. The workload: y = x @ w.T + b, the bias folded into the GEMM (aten::addmm).
     model = nn.Linear(args.in_dim, args.out_dim, bias=True).to(device=device, dtype=dtype).eval()
@@ -47,16 +48,12 @@ def main():
         with torch.no_grad(), torch.profiler.record_function("linear_fwd"):
             return compiled(x)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
+    lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -64,17 +61,13 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
-        lesson.sync()
 
-    # 5. Export the table and the trace.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
+    table = lesson.export(prof)
 
     if args.compile:
         with torch.no_grad():
@@ -84,4 +77,4 @@ def main():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

@@ -16,21 +16,18 @@ if __name__ == "__main__":
 from types import SimpleNamespace  # noqa: E402
 
 from common.errors import fail  # noqa: E402
-from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
+from common.lesson import add_mlp_shape_flags, lesson_main, parser, setup  # noqa: E402
 
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1  # pinned: a new kernel version on the Hub must not change the lesson silently
 
 cli = parser("03_kernels_mlp", __doc__, warmup_default=True)
-cli.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default: 64)")
-cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
-cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
-cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+add_mlp_shape_flags(cli)
 cli.add_argument("--source", choices=("hub", "pip"), default="hub",
                  help="hub: kernels.get_kernel from the Hugging Face Hub (default); pip: the liger-kernel package")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -68,27 +65,19 @@ def load_liger_geglu_mlp(source):
     return LigerGEGLUMLP
 
 
-def mlp_elements(a):
-    tokens = a.batch * a.seq
-    return 2 * (2 * tokens * a.dim + 3 * a.dim * a.hidden) + 4 * tokens * a.hidden
-
-
-def mlp_flops(a):
-    """gate, up and down: three GEMMs of 2*tokens*dim*hidden each."""
-    return 3 * 2 * a.batch * a.seq * a.dim * a.hidden
-
-
 @lesson_main
-def main():
+def main(args):
+    tokens, dim, hidden = args.batch * args.seq, args.dim, args.hidden
     lesson = setup(
-        cli,
-        shape=lambda a: (a.batch, a.seq, a.dim, a.hidden),
-        elements=mlp_elements,
-        matmul_flops=mlp_flops,
+        args,
+        shape=(args.batch, args.seq, dim, hidden),
+        # two models (Liger's and the plain one): x, the output and three weights each; the intermediates
+        elements=2 * (2 * tokens * dim + 3 * dim * hidden) + 4 * tokens * hidden,
+        matmul_flops=3 * 2 * tokens * dim * hidden,  # gate, up and down: three GEMMs of 2*tokens*dim*hidden each
         needs_cuda="the hand-tuned Liger kernel is written in Triton for GPUs. Without a GPU, see the fused "
                    "kernel Inductor writes for the CPU: uv run 03_simple_mlp.py --compile",
     )
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+    device, dtype = lesson.device, lesson.dtype
 
     # 1. The workload: Liger's GeGLU MLP, with the same weights as the plain PyTorch MLP.
     LigerGEGLUMLP = load_liger_geglu_mlp(args.source)
@@ -110,16 +99,12 @@ def main():
         with torch.no_grad(), torch.profiler.record_function("kernels_mlp_fwd"):
             return compiled(x)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
+    lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU and CUDA
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -127,19 +112,15 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
-        lesson.sync()
 
-    # 5. Export the table and the trace.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
+    table = lesson.export(prof)
     return lesson.finish(table)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

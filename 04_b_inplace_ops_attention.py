@@ -16,7 +16,7 @@ cli = parser("04_b_inplace_ops_attention", __doc__, warmup_default=True)
 attention.add_shape_flags(cli)
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import math  # noqa: E402
 
@@ -47,10 +47,10 @@ GUESS = guess("attn_fwd", "Part 3: 'a matmul kernel, a mul kernel, an operation 
 
 
 @lesson_main
-def main():
-    lesson = setup(cli, shape=attention.shape, elements=lambda a: attention.elements(a, scores=3),
-                   matmul_flops=lambda a: attention.flops(a, causal_skips=True), guess=GUESS)
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+def main(args):
+    lesson = setup(args, shape=attention.shape(args), elements=attention.elements(args, scores=3),
+                   matmul_flops=attention.flops(args, causal_skips=True), guess=GUESS)
+    device, dtype = lesson.device, lesson.dtype
 
     q, k, v = (torch.randn(args.batch, args.heads, args.seq, args.head_dim, device=device, dtype=dtype)
                for _ in range(3))
@@ -65,16 +65,12 @@ def main():
         with torch.no_grad(), torch.profiler.record_function("attn_fwd"):
             return compiled(q, k, v, mask)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
+    lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -82,17 +78,13 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
-        lesson.sync()
 
-    # 5. Export the table and the trace.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
+    table = lesson.export(prof)
 
     if args.compile:
         with torch.no_grad():
@@ -102,4 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

@@ -22,9 +22,10 @@ cli.add_argument("--backend", choices=list(attention.BACKENDS), default="auto",
                  help="the SDPA backend to pin with sdpa_kernel (default: auto, SDPA chooses)")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -43,12 +44,13 @@ GUESS = guess("sdpa_fwd", "Part 3: 'simpler and faster. Fewer kernels, less CPU 
 
 
 @lesson_main
-def main():
-    lesson = setup(cli, shape=attention.shape,
-                   elements=lambda a: attention.elements(a, scores=6 if a.backend in ("math", "auto") else 0),
-                   matmul_flops=lambda a: attention.flops(a, causal_skips=True),  # one count, every backend
-                   variants=lambda a: [("backend", a.backend)], guess=GUESS, check=attention.check_device)
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+def main(args):
+    lesson = setup(args, shape=attention.shape(args),
+                   elements=attention.elements(args, scores=6 if args.backend in ("math", "auto") else 0),
+                   matmul_flops=attention.flops(args, causal_skips=True),  # one count, every backend
+                   variants=[("backend", args.backend)], guess=GUESS,
+                   check=functools.partial(attention.check_device, args.backend))
+    device, dtype = lesson.device, lesson.dtype
 
     q, k, v = (torch.randn(args.batch, args.heads, args.seq, args.head_dim, device=device, dtype=dtype)
                for _ in range(3))
@@ -64,16 +66,12 @@ def main():
         with torch.no_grad(), pinned(), torch.profiler.record_function("sdpa_fwd"):
             return compiled(q, k, v)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
+    lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -81,17 +79,13 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
-        lesson.sync()
 
-    # 5. Export the table and the trace.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
+    table = lesson.export(prof)
 
     if args.compile:
         with torch.no_grad(), pinned():
@@ -101,4 +95,4 @@ def main():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

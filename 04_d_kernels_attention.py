@@ -21,7 +21,7 @@ cli = parser("04_d_kernels_attention", __doc__, warmup_default=True)
 attention.add_shape_flags(cli)
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -45,12 +45,12 @@ GUESS = guess("kernels_attn_fwd", "Part 3: one fused flash kernel per forward", 
 
 
 @lesson_main
-def main():
-    lesson = setup(cli, shape=attention.shape, elements=lambda a: 2 * attention.elements(a, scores=0),
-                   matmul_flops=lambda a: attention.flops(a, causal_skips=True), guess=GUESS,
+def main(args):
+    lesson = setup(args, shape=attention.shape(args), elements=2 * attention.elements(args, scores=0),
+                   matmul_flops=attention.flops(args, causal_skips=True), guess=GUESS,
                    needs_cuda="the Hub's FlashAttention-2 is built for NVIDIA GPUs. Without a GPU, see the CPU's "
                               "fused flash attention: uv run 04_c_sdpa_attention.py --backend flash")
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+    device, dtype = lesson.device, lesson.dtype
 
     # 1. The workload: flash_attn_func on [batch, seq, heads, head_dim], causal.
     flash = load_flash_attn()
@@ -74,16 +74,12 @@ def main():
         with torch.no_grad(), torch.profiler.record_function("kernels_attn_fwd"):
             return compiled(q, k, v)
 
-    # 3. Warm-up (on by default here; --no-warmup profiles cold).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
+    lesson.warm_up(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU and CUDA
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -91,19 +87,15 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 step()
                 prof.step()
-        lesson.sync()
 
-    # 5. Export the table and the trace.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table (prof.key_averages().table) and the trace (prof.export_chrome_trace), together.
+    table = lesson.export(prof)
     return lesson.finish(table)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

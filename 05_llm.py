@@ -42,7 +42,7 @@ cli.add_argument("--model", default=None, metavar="ID_OR_FOLDER",
 cli.add_argument("--prompt", default=None, metavar="TEXT", help="with --model: tokenize TEXT as the prompt")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here, before torch's seconds-long import
 
 import torch  # noqa: E402
 
@@ -50,12 +50,11 @@ from common import llm  # noqa: E402
 
 
 @lesson_main
-def main():
+def main(args):
     # 1. The model: checked against the flags before anything is allocated (positions, attention, memory).
-    plan = llm.plan(cli.parse_args())
-    lesson = setup(cli, shape=lambda a: plan.shape, elements=lambda a: plan.elements,
-                   variants=lambda a: plan.variants)
-    args, device, dtype = lesson.args, lesson.device, lesson.dtype
+    plan = llm.plan(args)
+    lesson = setup(args, shape=plan.shape, elements=plan.elements, variants=plan.variants)
+    device, dtype = lesson.device, lesson.dtype
     llm.describe(lesson.console, plan)
 
     with lesson.busy("building the model"):
@@ -83,15 +82,11 @@ def main():
         return torch.cat(generated, dim=1)
 
     # 3. Warm-up (on by default): whole requests, so compilation and first-call costs are paid here.
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling the decode step)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    lesson.warm_up(step, compiling="compiling the decode step")
 
     # 4. Profile: one prof.step() per request.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -99,17 +94,13 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs into the trace's metadata, for the report
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs into the trace's metadata, for the report
                 generated = step()
                 prof.step()
-        lesson.sync()
 
-    # 5. Export the table and the trace; then the speeds of the profiled requests.
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    # 5. Export the table and the trace (both or neither); then the speeds of the profiled requests.
+    table = lesson.export(prof)
 
     llm.print_speeds(lesson.console, llm.read_speeds(prof, plan.request))
     llm.print_generated(lesson.console, plan, generated)
@@ -120,4 +111,4 @@ def main():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

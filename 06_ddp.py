@@ -15,16 +15,11 @@ from common.errors import quit_on_interrupt
 if __name__ == "__main__":
     quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
 
-from common.lesson import parser, positive_float, positive_int  # noqa: E402
+from common.lesson import add_mlp_shape_flags, parser, positive_float, positive_int  # noqa: E402
 
 cli = parser("06_ddp", __doc__, warmup_default=True)
-cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch, on each rank (default: 8)")
-cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
-cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
-cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+add_mlp_shape_flags(cli, batch=8, per_rank=True)
 cli.add_argument("--blocks", type=positive_int, default=4, help="MLP blocks in the model (default: 4)")
-
-
 cli.add_argument("--bucket-cap-mb", type=positive_float, default=None, metavar="MB",
                  help="DDP's gradient bucket size: how many all-reduces per step (default: DDP's, 25 MB "
                       "with a 1 MB first bucket)")
@@ -34,8 +29,9 @@ cli.add_argument("--delay-ms", type=positive_float, default=None, metavar="D",
                  help="the straggler's delay per step in ms (default with --straggler: 50)")
 
 if __name__ == "__main__":
-    cli.parse_args()  # --help, a bad flag or a bad value answer here (rank 0 only), before torch's import
+    args = cli.parse_args()  # --help, a bad flag or a bad value answer here (rank 0 only), before torch's import
 
+import functools  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
@@ -58,44 +54,39 @@ class GeGLUMLP(nn.Module):
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
 
-def delay_ms(a):
-    return a.delay_ms if a.delay_ms is not None else 50.0
-
-
-def ddp_variants(a):
+def ddp_variants(bucket_cap_mb, straggler, delay_ms):
     """The knobs of this lesson that change the trace, for the file name (none at their defaults)."""
     out = []
-    if a.bucket_cap_mb is not None:
-        out.append(("bucket", f"{a.bucket_cap_mb:g}"))
-    if a.straggler is not None:
-        out.append(("straggler", f"{a.straggler}-{delay_ms(a):g}"))
+    if bucket_cap_mb is not None:
+        out.append(("bucket", f"{bucket_cap_mb:g}"))
+    if straggler is not None:
+        out.append(("straggler", f"{straggler}-{delay_ms:g}"))
     return out
 
 
-def check_straggler(a, world_size):
+def check_straggler(straggler, delay_ms, world_size):
     """--straggler names a rank of this job; --delay-ms needs a straggler."""
-    if a.delay_ms is not None and a.straggler is None:
+    if delay_ms is not None and straggler is None:
         cli.error("--delay-ms needs --straggler RANK")
-    if a.straggler is not None and not 0 <= a.straggler < world_size:
-        cli.error(f"--straggler {a.straggler}: the ranks of this job are 0..{world_size - 1}")
-
-
-def elements(a):
-    """Weights, gradients and DDP's bucket copies, plus each block's [tokens, hidden] activations."""
-    tokens = a.batch * a.seq
-    return a.blocks * (3 * 3 * a.dim * a.hidden + 4 * tokens * a.hidden + 2 * tokens * a.dim)
-
-
-def train_flops(a):
-    """Forward (3 GEMMs per block) and backward (twice the forward): 3 x 3 x 2*tokens*dim*hidden per block."""
-    return 3 * 3 * 2 * a.batch * a.seq * a.dim * a.hidden * a.blocks
+    if straggler is not None and not 0 <= straggler < world_size:
+        cli.error(f"--straggler {straggler}: the ranks of this job are 0..{world_size - 1}")
 
 
 @ddp_main
-def main():
-    lesson = setup_ddp(cli, shape=lambda a: (a.batch, a.seq, a.dim, a.hidden, a.blocks), elements=elements,
-                       variants=ddp_variants, matmul_flops=train_flops, check=check_straggler)
-    args, device, dtype, rank = lesson.args, lesson.device, lesson.dtype, lesson.ranks.rank
+def main(args):
+    delay_ms = args.delay_ms if args.delay_ms is not None else 50.0  # the straggler's delay per step
+    tokens, dim, hidden, blocks = args.batch * args.seq, args.dim, args.hidden, args.blocks
+    lesson = setup_ddp(
+        args,
+        shape=(args.batch, args.seq, dim, hidden, blocks),
+        # weights, gradients and DDP's bucket copies, plus each block's [tokens, hidden] activations
+        elements=blocks * (3 * 3 * dim * hidden + 4 * tokens * hidden + 2 * tokens * dim),
+        # forward (3 GEMMs per block) and backward (twice the forward): 3 x 3 x 2*tokens*dim*hidden per block
+        matmul_flops=3 * 3 * 2 * tokens * dim * hidden * blocks,
+        variants=ddp_variants(args.bucket_cap_mb, args.straggler, delay_ms),
+        check=functools.partial(check_straggler, args.straggler, args.delay_ms),
+    )
+    device, dtype, rank = lesson.device, lesson.dtype, lesson.ranks.rank
 
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     model = nn.Sequential(*[GeGLUMLP(args.dim, args.hidden) for _ in range(args.blocks)]).to(device=device, dtype=dtype)
@@ -111,7 +102,7 @@ def main():
     def step():
         if rank == args.straggler:  # --straggler: this rank arrives late at every all-reduce
             with torch.profiler.record_function("straggler_delay"):
-                time.sleep(delay_ms(args) / 1000)
+                time.sleep(delay_ms / 1000)
         with torch.profiler.record_function("forward"):
             loss = F.mse_loss(compiled(x), y)
         with torch.profiler.record_function("backward"):
@@ -121,15 +112,11 @@ def main():
             opt.zero_grad(set_to_none=True)
 
     # 3. Warm-up: DDP rebuilds its buckets after the first step (and compiles, with --compile).
-    if args.warmup:
-        with lesson.busy("warming up" + (" (compiling)" if args.compile else "")):
-            for _ in range(3):
-                step()
-            lesson.sync()
+    lesson.warm_up(step)
 
     # 4. Profile: every rank runs the same schedule and records its own trace.
     s = args.schedule
-    with lesson.busy("profiling (compiling in the first step)", when=args.compile and not args.warmup):
+    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
@@ -137,20 +124,16 @@ def main():
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
         ) as prof:
+            lesson.label(prof)  # once: the run's knobs (and the rank) into the trace's metadata
             for _ in range(s.steps):
-                lesson.label(prof)  # the run's knobs (and the rank) into the trace's metadata
                 step()
                 prof.step()
-        lesson.sync()
 
     # 5. Export this rank's table and trace (every rank's files appear together).
-    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
-    with lesson.writing() as (table_path, trace_path):
-        table_path.write_text(table + "\n")
-        prof.export_chrome_trace(str(trace_path))
+    table = lesson.export(prof)
 
     return lesson.finish(table)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(args))

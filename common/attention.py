@@ -50,10 +50,10 @@ def flops(a, causal_skips: bool) -> int:
     return full // 2 if causal_skips else full
 
 
-def check_device(a, device) -> None:
+def check_device(backend: str, device) -> None:
     """A backend that does not exist on this device: one line, before anything is printed or allocated."""
-    if device.type == "cpu" and a.backend not in CPU_BACKENDS:
-        fail(f"--backend {a.backend} does not exist on the CPU (its kernels are CUDA's); on the CPU, SDPA "
+    if device.type == "cpu" and backend not in CPU_BACKENDS:
+        fail(f"--backend {backend} does not exist on the CPU (its kernels are CUDA's); on the CPU, SDPA "
              f"has {', '.join(b for b in CPU_BACKENDS if b != 'auto')} (or auto): "
              f"e.g. --backend flash, PyTorch's fused CPU attention")
 

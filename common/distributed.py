@@ -20,7 +20,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -87,7 +87,7 @@ def choose_backend(device_choice: str, ranks: Ranks) -> str:
     return "nccl"
 
 
-@dataclass
+@dataclass(frozen=True)
 class DdpLesson(Lesson):
     """A :class:`~common.lesson.Lesson` for one rank of a job; created by :func:`setup_ddp`."""
 
@@ -160,30 +160,25 @@ def _quiet_unless(speaks: bool) -> None:
         sys.stdout = open(os.devnull, "w")
 
 
-def setup_ddp(cli, *, variants: Callable[..., list[Variant]] | None = None,
-              check: Callable[[argparse.Namespace, int], None] | None = None, **setup_kwargs) -> DdpLesson:
+def setup_ddp(args: argparse.Namespace, *, variants: Sequence[Variant] = (),
+              check: Callable[[int], None] | None = None, **setup_kwargs) -> DdpLesson:
     """:func:`common.lesson.setup` for one rank of a torchrun job: checks the launch and the devices,
     names the files ``<tag>[_world-N]_rank<k>``, starts the process group and returns the lesson.
-    ``check(args, world_size)`` validates the lesson's own flags against the job (usage errors)."""
+    ``check(world_size)`` validates the lesson's own flags against the job (usage errors, said by
+    local rank 0 only)."""
     ranks = ranks_from_env()
-    quiet = ranks is not None and ranks.local_rank != 0
-    with contextlib.redirect_stderr(open(os.devnull, "w")) if quiet else contextlib.nullcontext():
-        args = cli.parse_args()  # --help and usage errors, said once per machine
-        if ranks is None:
-            fail(how_to_launch(args.script))
-        if check:
-            check(args, ranks.world_size)
+    if ranks is None:
+        fail(how_to_launch(args.script))
+    if check:
+        with contextlib.redirect_stderr(open(os.devnull, "w")) if ranks.local_rank != 0 else contextlib.nullcontext():
+            check(ranks.world_size)
     backend = choose_backend(args.device, ranks)
     if backend == "nccl":
         torch.cuda.set_device(ranks.local_rank)
     _quiet_unless(ranks.speaks)
 
-    def job_variants(a) -> list[Variant]:
-        own = list(variants(a)) if variants else []
-        world = [("world", str(ranks.world_size))] if ranks.world_size != DEFAULT_RANKS else []
-        return own + world + [("rank", str(ranks.rank))]
-
-    lesson = setup(cli, variants=job_variants, **setup_kwargs)
+    world = [("world", str(ranks.world_size))] if ranks.world_size != DEFAULT_RANKS else []
+    lesson = setup(args, variants=[*variants, *world, ("rank", str(ranks.rank))], **setup_kwargs)
     device = torch.device("cuda", ranks.local_rank) if backend == "nccl" else torch.device("cpu")
     dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
     job = JobKnobs(id=ranks.run_id, rank=ranks.rank, world_size=ranks.world_size, backend=backend)
@@ -197,13 +192,13 @@ def setup_ddp(cli, *, variants: Callable[..., list[Variant]] | None = None,
     return ddp
 
 
-def ddp_main(main: Callable[[], int | None]) -> Callable[[], int]:
+def ddp_main(main: Callable[..., int | None]) -> Callable[..., int]:
     """:func:`common.lesson.lesson_main` for one rank: bad input is said once (by local rank 0; the
-    others exit 2 quietly), and the process group is torn down however ``main`` ends."""
+    others exit 2 quietly), and the process group is torn down however ``main(args)`` ends."""
 
-    def rank_aware() -> int | None:
+    def rank_aware(*args, **kwargs) -> int | None:
         try:
-            return main()
+            return main(*args, **kwargs)
         except BadInput:
             ranks = ranks_from_env()
             if ranks is not None and ranks.local_rank != 0:

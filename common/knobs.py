@@ -1,9 +1,10 @@
 """The run's knobs, written into the trace's own metadata by a lesson and read back by the report.
 
-A lesson calls ``prof.add_metadata_json("lesson", knobs.to_json())`` while the profiler records,
-so the exported trace carries a top-level ``"lesson": {...}`` object beside ``deviceProperties``.
-The report reads it with :func:`RunKnobs.from_json` and so knows what the run already did (warm-up,
-compile mode, schedule) and never advises it. A trace from anywhere else has no such key: the
+A lesson's ``Lesson.label(prof)`` hands ``knobs.to_json()`` to the profiler once, as the metadata
+``"lesson"`` of every cycle it records, so the exported trace carries a top-level
+``"lesson": {...}`` object beside ``deviceProperties``. The report reads it with
+:func:`RunKnobs.from_json` and so knows what the run already did (warm-up, compile mode, schedule)
+and never advises it. A trace from anywhere else has no such key: the
 report then judges from the events alone.
 
 No torch here: the report imports this module.

@@ -1,27 +1,27 @@
-"""What every numbered script needs besides its lesson: flags, device, dtype, paths, console.
+"""What every numbered script needs besides its lesson: device, dtype, paths, console, files.
 
-A script builds its parser with :func:`parser`, adds its own shape flags, then calls
-:func:`setup`, which validates everything before a byte is allocated or written and returns a
-:class:`Lesson`. The profiler loop itself stays in the script.
+A script parses its flags once (:mod:`common.flags`), builds its workload's numbers from them, and
+calls :func:`setup` with plain values; setup validates everything before a byte is allocated or
+written and returns a :class:`Lesson`, which never changes after. Around the profiler block, which
+stays in the script, the lesson does three things: :meth:`Lesson.warm_up` (before it),
+:meth:`Lesson.label` (once, right after ``with torch.profiler.profile(...) as prof:``) and
+:meth:`Lesson.export` (after it); :meth:`Lesson.finish` prints the last words.
 
-Importing this module does not import torch (it takes seconds): a script parses its flags
-(``cli.parse_args()``) before its own ``import torch``, so ``--help``, an unknown flag or a bad
-value (``--size 0``, ``--dtype int8``, ``--schedule 1,1``) answer at once. torch is imported
-here only by what needs it (:func:`setup`'s device checks, :class:`Lesson`'s methods).
+Importing this module does not import torch (it takes seconds); torch is imported here only by what
+needs it (:func:`setup`'s device checks, :class:`Lesson`'s methods).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import platform
-import re
-import shutil
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
@@ -29,12 +29,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from common import cpu, output
-from common.checks import positive_float, positive_int, thread_count  # noqa: F401 - the lessons' flags use them
+from common.checks import positive_float, positive_int  # noqa: F401 - the lessons' flags use them
 from common.commands import display_path, uv_run
-from common.errors import BadInput, CommandParser, fail, run_command
-from common.knobs import METADATA_KEY, RunKnobs, ScheduleKnobs
-from common.paths import (COMPILE_MODES, DTYPES, Variant, annotated_file, html_file, make_tag, mode_label, table_file,
-                          trace_file)
+from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits, gpu_dtype, resolve_device
+from common.errors import fail, run_command
+from common.flags import WARMUP_CALLS, Schedule, add_mlp_shape_flags, parser  # noqa: F401 - the lessons use them
+from common.knobs import METADATA_KEY, RunKnobs
+from common.paths import Variant, annotated_file, html_file, make_tag, mode_label, table_file, trace_file
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -44,129 +45,14 @@ if TYPE_CHECKING:
 
     from common.guess import Guess
 
-TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype -> the torch dtype's name
 # How far a compiled (or hand-tuned) output may stray from eager, relative to the output's scale.
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
-WARMUP_CALLS = 3  # un-profiled calls before profiling with --warmup (as in the posts)
-MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this share of free memory
-
-
-class _Parser(CommandParser):
-    """A parser that accepts ``--in_dim`` and ``--in-dim`` alike (and fails in one line), and takes a
-    value that starts with a minus and a digit (``--schedule -1,1,3``, ``--size -3``) as a value,
-    so the flag's own check answers, not "expected one argument". Under torchrun, only local rank 0
-    says anything (--help, a usage error): the other ranks exit with it, quietly."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-\d[\d.,]*$")
-
-    def parse_args(self, *args, **kwargs):
-        if os.environ.get("LOCAL_RANK", "0") == "0":
-            return super().parse_args(*args, **kwargs)
-        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            return super().parse_args(*args, **kwargs)
-
-    def add_argument(self, *names, **kwargs):
-        spellings = list(names)
-        for name in names:
-            if name.startswith("--"):
-                for other in (name.replace("_", "-"), name.replace("-", "_").replace("__", "--", 1)):
-                    if other not in spellings:
-                        spellings.append(other)
-        return super().add_argument(*spellings, **kwargs)
-
-
-def trace_folder(text: str) -> Path:
-    """--trace_dir: a folder the run can create or fill, checked before torch is imported (nothing is
-    created until the files are written)."""
-    try:
-        output.check_folder(Path(text))
-    except BadInput as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return Path(text)
 
 
 @dataclass(frozen=True)
-class Schedule(ScheduleKnobs):
-    """torch.profiler.schedule's four numbers (the posts' 1,1,3,1 by default), with what follows from them."""
-
-    @property
-    def steps(self) -> int:
-        """Exactly the steps the schedule needs: (wait + warmup + active) * repeat."""
-        return (self.wait + self.warmup + self.active) * self.repeat
-
-    @property
-    def recorded(self) -> range:
-        """The ProfilerStep numbers the exported trace holds (the last cycle's active steps)."""
-        first = self.steps - self.active
-        return range(first, self.steps)
-
-    def __str__(self) -> str:
-        return f"wait={self.wait}, warmup={self.warmup}, active={self.active}, repeat={self.repeat}"
-
-    @property
-    def variant(self) -> str:
-        """The file-name variant (``0-0-20``; ``1-1-3-2`` when repeating)."""
-        parts = [self.wait, self.warmup, self.active] + ([self.repeat] if self.repeat != 1 else [])
-        return "-".join(map(str, parts))
-
-
-def parse_schedule(text: str) -> Schedule:
-    parts = text.split(",")
-    if len(parts) not in (3, 4):
-        raise argparse.ArgumentTypeError(f"{text!r} is not WAIT,WARMUP,ACTIVE[,REPEAT]")
-    try:
-        numbers = [int(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not WAIT,WARMUP,ACTIVE[,REPEAT] in whole numbers") from None
-    schedule = Schedule(*numbers)
-    if schedule.wait < 0 or schedule.warmup < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: WAIT and WARMUP must be 0 or more")
-    if schedule.active < 1 or schedule.repeat < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: ACTIVE and REPEAT must be 1 or more")
-    if schedule.steps > 10_000:
-        raise argparse.ArgumentTypeError(f"{text!r} asks for {schedule.steps} steps; keep it under 10000")
-    return schedule
-
-
-def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.ArgumentParser:
-    """The flags every lesson shares; the script adds its shape flags to the returned parser."""
-    p = _Parser(prog=f"uv run {script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.set_defaults(script=script)
-    p.add_argument("--dtype", choices=list(DTYPES), default=None,
-                   help="element type (default: bf16; on a CPU without bf16 matmul instructions, fp32)")
-    p.add_argument("--threads", type=thread_count, default=None,
-                   help="intra-op threads (default on the CPU: 1, for steady timings on a shared machine)")
-    p.add_argument(
-        "--warmup", action=argparse.BooleanOptionalAction, default=warmup_default,
-        help=f"run {WARMUP_CALLS} un-profiled calls and synchronise before profiling "
-        f"(default: {'on' if warmup_default else 'off'})",
-    )
-    p.add_argument("--compile", action="store_true", help="wrap the workload in torch.compile")
-    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
-                   help="auto: CUDA when available, else the CPU (default: auto)")
-    p.add_argument("--schedule", type=parse_schedule, default=Schedule(), metavar="WAIT,WARMUP,ACTIVE[,REPEAT]",
-                   help="torch.profiler.schedule (default: 1,1,3,1)")
-    p.add_argument("--row-limit", type=positive_int, default=15, help="rows in the profiler table (default: 15)")
-    p.add_argument("--record-shapes", action="store_true", help="record input shapes (adds CPU overhead)")
-    p.add_argument("--profile-memory", action="store_true", help="record allocations (adds CPU overhead)")
-    p.add_argument("--with-stack", action="store_true", help="record Python stacks (adds CPU overhead)")
-    p.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
-    p.add_argument("--trace_dir", type=trace_folder, default=None, help=f"output folder (default: traces/{script})")
-    p.add_argument("--no-report", action="store_true", help="skip the short trace report at the end")
-    p.add_argument("--html", action="store_true", help="also write the report as a page of plots: <tag>.html")
-    p.add_argument("--annotate", action="store_true",
-                   help="also write a copy of the trace with the findings drawn on a track: <tag>.annotated.json")
-    p.add_argument("--share", metavar="BUCKET", default=None,
-                   help="upload the trace folder with trace-util to this Hugging Face bucket")
-    return p
-
-
-@dataclass
 class Lesson:
-    """The validated run: device, dtype, file names, console. Created by :func:`setup`."""
+    """The validated run: flags, device, dtype, file names, console, the knobs the trace carries.
+    Made by :func:`setup`; nothing in it changes while the script runs."""
 
     args: argparse.Namespace
     device: "torch.device"
@@ -176,21 +62,40 @@ class Lesson:
     trace_path: Path
     console: Console
     knobs: RunKnobs
-    _labelled: bool = field(default=False, repr=False)
+
+    def warm_up(self, step: Callable[[], object], compiling: str = "compiling") -> None:
+        """With --warmup: ``step()`` :data:`~common.flags.WARMUP_CALLS` times, un-profiled, then a device
+        sync, under a spinner; the first calls' one-time costs (compilation, cuBLAS heuristics) are paid
+        here. The count is the knobs' ``warmup_calls``, the number the trace's metadata says."""
+        if not self.args.warmup:
+            return
+        with self.busy(f"warming up ({compiling})" if self.args.compile else "warming up"):
+            for _ in range(self.knobs.warmup_calls):
+                step()
+            self.sync()
 
     def label(self, prof: "torch.profiler.profile") -> None:
-        """Write the run's knobs into the trace's metadata (top-level ``"lesson"``), so the report
-        knows what this run already did. Call it at the top of every profiled iteration: the
-        profiler keeps metadata only while it records, so it is written once per recorded cycle."""
+        """Write the run's knobs into the trace's metadata (top-level ``"lesson"``), so the report knows
+        what this run already did. Call it once, right after the profiler starts: the profiler keeps
+        metadata only while it records, so torch adds it at the start of every recorded cycle
+        (``preset_metadata_json``), and here at once when the schedule records from its first step."""
         import torch
 
-        action = prof.current_action
-        recording = action in (torch.profiler.ProfilerAction.WARMUP, torch.profiler.ProfilerAction.RECORD,
-                               torch.profiler.ProfilerAction.RECORD_AND_SAVE)
-        if recording and not self._labelled:
-            prof.add_metadata_json(METADATA_KEY, self.knobs.to_json())
-        # a new cycle starts after RECORD_AND_SAVE: label it again
-        self._labelled = recording and action != torch.profiler.ProfilerAction.RECORD_AND_SAVE
+        value = self.knobs.to_json()
+        prof.preset_metadata_json(METADATA_KEY, value)
+        recording = (torch.profiler.ProfilerAction.RECORD, torch.profiler.ProfilerAction.RECORD_AND_SAVE)
+        if prof.current_action in recording:  # wait=0, warmup=0: this cycle started before the preset
+            prof.add_metadata_json(METADATA_KEY, value)
+
+    def export(self, prof: "torch.profiler.profile") -> str:
+        """Synchronise the device, then write the profiler's table (``prof.key_averages().table``) and
+        trace (``prof.export_chrome_trace``) together: both appear or neither. Returns the table."""
+        self.sync()
+        table = prof.key_averages().table(sort_by=self.sort_by, row_limit=self.args.row_limit)
+        with self.writing() as (table_path, trace_path):
+            table_path.write_text(table + "\n")
+            prof.export_chrome_trace(str(trace_path))
+        return table
 
     @property
     def on_cuda(self) -> bool:
@@ -208,6 +113,10 @@ class Lesson:
     @property
     def sort_by(self) -> str:
         return "cuda_time_total" if self.on_cuda else "cpu_time_total"
+
+    def compile_spinner(self) -> contextlib.AbstractContextManager:
+        """A spinner over the profiling when its first step compiles (--compile without --warmup)."""
+        return self.busy("profiling (compiling in the first step)", when=self.args.compile and not self.args.warmup)
 
     def sync(self) -> None:
         """Wait for the device to finish queued work (a no-op on the CPU)."""
@@ -240,11 +149,12 @@ class Lesson:
         """Say whether ``got`` matches ``want`` within the dtype's tolerance (relative to ``want``'s scale)."""
         diff = (got.float() - want.float()).abs().max().item()
         scale = max(want.float().abs().max().item(), 1e-12)
-        ok = diff <= TOLERANCE[self.args.dtype] * scale
+        dtype = self.knobs.dtype
+        ok = diff <= TOLERANCE[dtype] * scale
         verdict = "[green]match[/]" if ok else "[bold red]DO NOT match[/]"
         self.console.print(
             f"{what}: the outputs {verdict}: the largest difference, {diff:.3g}, is {100 * diff / scale:.2g}% of "
-            f"the largest output value ({scale:.3g}); {self.args.dtype} allows {100 * TOLERANCE[self.args.dtype]:g}%"
+            f"the largest output value ({scale:.3g}); {dtype} allows {100 * TOLERANCE[dtype]:g}%"
         )
         return ok
 
@@ -303,84 +213,18 @@ class Lesson:
                       annotated=annotated_file(self.trace_path.parent, self.tag, a.gzip) if a.annotate else None)
 
 
-def _resolve_device(choice: str, console: Console) -> "torch.device":
-    import torch
-
-    if choice == "cuda" and not torch.cuda.is_available():
-        fail("--device cuda, but CUDA is not available on this machine (use --device cpu or auto)")
-    if choice == "auto" and not torch.cuda.is_available():
-        console.print("[yellow]CUDA is not available: running on the CPU[/] (no GPU lane in the trace; "
-                      "see the README, 'Without a GPU')")
-        return torch.device("cpu")
-    return torch.device("cuda" if choice in ("auto", "cuda") else "cpu")
-
-
-def _check_dtype(name: str, device: "torch.device") -> None:
-    import torch
-
-    if device.type == "cuda" and name == "bf16" and not torch.cuda.is_bf16_supported():
-        fail(f"this GPU ({torch.cuda.get_device_name(device)}) does not support bf16; use --dtype fp16 or fp32")
-
-
-def free_bytes(device: "torch.device") -> int:
-    """Memory the run may use now: free GPU memory, or the kernel's MemAvailable."""
-    if device.type == "cuda":
-        import torch
-
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-
-
-def _check_fits(elements: int, dtype: "torch.dtype", device: "torch.device") -> None:
-    need = elements * dtype.itemsize
-    have = free_bytes(device)
-    if need > MEMORY_HEADROOM * have:
-        fail(f"these shapes need about {_gib(need)} GiB on {device.type}, but only "
-             f"{have / 2**30:.1f} GiB is free; use smaller sizes")
-
-
-def _gib(size: int) -> str:
-    """Bytes in GiB for a message, whatever their number (``--size 10**160`` has no float)."""
-    gib = size >> 30
-    return f"{size / 2**30:.1f}" if gib < 10**15 else f"10^{len(str(gib)) - 1}"
-
-
-def _check_compiler() -> None:
-    """Inductor on the CPU builds C++: make sure a compiler is there before compiling."""
-    from torch._inductor import cpp_builder
-
-    what = "--compile on the CPU needs a C++ compiler"
-    todo = "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile"
-    try:
-        compiler = cpp_builder.get_cpp_compiler()
-    except Exception as exc:  # Inductor raises its own error types here
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        fail(f"{what}, and none was found ({reason}). {todo}")
-    if not shutil.which(compiler):
-        fail(f"{what}, and {compiler!r} was not found. {todo}")
-
-
-
 def setup(
-    p: argparse.ArgumentParser,
+    args: argparse.Namespace,
     *,
-    shape: Callable[[argparse.Namespace], Sequence[int]],
-    elements: Callable[[argparse.Namespace], int],
+    shape: Sequence[int],
+    elements: int,
     needs_cuda: str | None = None,
-    variants: Callable[[argparse.Namespace], Sequence[Variant]] | None = None,
-    matmul_flops: Callable[[argparse.Namespace], int] | None = None,
-    guess: "Guess | Callable[[argparse.Namespace], Guess | None] | None" = None,
-    check: "Callable[[argparse.Namespace, torch.device], None] | None" = None,
-    argv: Sequence[str] | None = None,
+    variants: Sequence[Variant] = (),
+    matmul_flops: int | None = None,
+    guess: "Guess | None" = None,
+    check: "Callable[[torch.device], None] | None" = None,
 ) -> Lesson:
-    """Parse and validate everything, then describe the run on the console.
+    """Validate the parsed flags against this machine, then describe the run on the console.
 
     ``shape`` gives the numbers of the file name; ``elements`` estimates how many tensor elements
     the run holds at once, so absurd sizes are refused before anything is allocated.
@@ -389,11 +233,11 @@ def setup(
     the file name and the trace's metadata; leave out a knob at its default value.
     ``matmul_flops`` counts the workload's matrix-multiply arithmetic per step (2*m*n*k per GEMM),
     so the report can say how fast the compute ran, and notice a machine too busy to judge.
-    ``guess`` is what the post expects one annotated call to run (:mod:`common.guess`; or a function
-    of the flags giving it): the report prints it against what ran, mismatches first.
-    ``check(args, device)`` refuses flags the device cannot run (``fail``), before anything is printed.
+    ``guess`` is what the post expects one annotated call to run (:mod:`common.guess`): the report
+    prints it against what ran, mismatches first.
+    ``check(device)`` refuses flags the device cannot run (``fail``), before anything is printed.
+    ``args`` is read, never changed: the dtype chosen is the lesson's knobs' (``lesson.knobs.dtype``).
     """
-    args = p.parse_args(argv)  # --help and bad values end here (a script parses once before importing torch)
     console = Console(highlight=False)
     if args.share:
         from common.share import check_can_share
@@ -404,21 +248,21 @@ def setup(
     if needs_cuda and (args.device == "cpu" or not torch.cuda.is_available()):
         fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
              f"{needs_cuda}")
-    device = _resolve_device(args.device, console)
+    device = resolve_device(args.device, console)
     if check is not None:
-        check(args, device)
+        check(device)
     cpu_choice = None
     if device.type == "cpu":
-        args.dtype, cpu_choice = cpu.choose(args.dtype, args.threads)
+        dtype_name, cpu_choice = cpu.choose(args.dtype, args.threads)
     else:
         if args.threads:
             torch.set_num_threads(args.threads)
-        args.dtype = args.dtype or _gpu_dtype(device, console)
-    _check_dtype(args.dtype, device)
-    dtype = getattr(torch, TORCH_DTYPES[args.dtype])
-    _check_fits(elements(args), dtype, device)
+        dtype_name = args.dtype or gpu_dtype(device, console)
+    check_dtype(dtype_name, device)
+    dtype = getattr(torch, TORCH_DTYPES[dtype_name])
+    check_fits(elements, dtype, device)
     if args.compile and device.type == "cpu":
-        _check_compiler()
+        check_compiler()
         # Name Inductor's fused C++ kernels in the trace (graph_0_cpp_fused_...), as Triton's are on GPUs.
         import torch._inductor.config as inductor_config
 
@@ -426,18 +270,18 @@ def setup(
     trace_dir = args.trace_dir if args.trace_dir is not None else Path("traces") / args.script
     output.check_folder(trace_dir)  # created when the files are written: a run that fails leaves no folder
 
-    own = list(variants(args)) if variants else []
+    own = list(variants)
     mode = mode_label(args.compile, args.compile_mode)
-    tag = make_tag(shape(args), args.dtype, args.warmup, mode, _profiler_variants(args, device) + own)
+    tag = make_tag(shape, dtype_name, args.warmup, mode, _profiler_variants(args, device) + own)
     knobs = RunKnobs(
-        script=args.script, tag=tag, shape=tuple(shape(args)), dtype=args.dtype, device=device.type,
+        script=args.script, tag=tag, shape=tuple(shape), dtype=dtype_name, device=device.type,
         warmup=args.warmup, warmup_calls=WARMUP_CALLS if args.warmup else 0, compile=args.compile,
         compile_mode=args.compile_mode,
         schedule=args.schedule,
         record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
         variants={k: v for k, v in own},
-        matmul_flops_per_step=matmul_flops(args) if matmul_flops else None,
-        guess=_guess_json(guess, args),
+        matmul_flops_per_step=matmul_flops,
+        guess=guess.to_json() if guess is not None else None,
         cpu=cpu.to_knobs(cpu_choice) if cpu_choice else None,
     )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
@@ -446,11 +290,6 @@ def setup(
     _quiet_what_the_lesson_explains(args)
     _describe(lesson, cpu_choice)
     return lesson
-
-
-def _guess_json(guess, args: argparse.Namespace) -> dict | None:
-    chosen = guess(args) if callable(guess) else guess
-    return chosen.to_json() if chosen is not None else None
 
 
 def _profiler_variants(args: argparse.Namespace, device: "torch.device") -> list[Variant]:
@@ -482,16 +321,6 @@ def _quiet_what_the_lesson_explains(args: argparse.Namespace) -> None:
         lambda record: not record.getMessage().startswith("No CUDA runtime is found"))
 
 
-def _gpu_dtype(device: "torch.device", console: Console) -> str:
-    """The posts' bf16, or fp16 on a GPU without bf16 (said on the console)."""
-    import torch
-
-    if torch.cuda.is_bf16_supported():
-        return "bf16"
-    console.print(f"dtype   fp16: this GPU ({torch.cuda.get_device_name(device)}) has no bf16 (--dtype to choose)")
-    return "fp16"
-
-
 def _describe(lesson: Lesson, cpu_choice: "cpu.CpuChoice | None") -> None:
     import torch
 
@@ -506,7 +335,7 @@ def _describe(lesson: Lesson, cpu_choice: "cpu.CpuChoice | None") -> None:
     c.print(f"run     {lesson.tag}   schedule {a.schedule} ({a.schedule.steps} steps)   "
             f"warm-up {'on' if a.warmup else 'off'}")
     if cpu_choice is not None:
-        for line in cpu.describe(cpu_choice, a.dtype):
+        for line in cpu.describe(cpu_choice, lesson.knobs.dtype):
             c.print(escape(line))
     c.print(_first_step_line(a))
     extras = [n for n in ("record_shapes", "profile_memory", "with_stack") if getattr(a, n)]
@@ -530,16 +359,16 @@ def _first_step_line(a: argparse.Namespace) -> str:
             "(schedule warmup=0; torch warns about it, silenced here)")
 
 
-def lesson_main(main: Callable[[], int | None]) -> Callable[[], int]:
-    """Run a lesson's main() with :func:`common.errors.run_command`: bad input or out-of-memory is one
-    line on stderr and exit status 2, a Ctrl-C one line and 130, the files being written removed."""
+def lesson_main(main: Callable[..., int | None]) -> Callable[..., int]:
+    """Run a lesson's ``main(args)`` with :func:`common.errors.run_command`: bad input or out-of-memory
+    is one line on stderr and exit status 2, a Ctrl-C one line and 130, the files being written removed."""
 
     def out_of_memory(exc: BaseException) -> str | None:
         where = _out_of_memory(exc) if isinstance(exc, RuntimeError) else None  # torch.OutOfMemoryError is one
         return None if where is None else f"out of {where}memory for these shapes; use smaller sizes"
 
-    def wrapper() -> int:
-        return run_command(main, last=True, translate=out_of_memory)
+    def wrapper(*args, **kwargs) -> int:
+        return run_command(functools.partial(main, *args, **kwargs), last=True, translate=out_of_memory)
 
     return wrapper
 

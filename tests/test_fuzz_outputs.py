@@ -29,7 +29,6 @@ import os
 import random
 import re
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -139,12 +138,7 @@ def lesson01():
 
 def _lesson(module, argv: list[str]) -> tuple[int, str, str]:
     def main(args):
-        saved = sys.argv
-        sys.argv = ["01_matmul_add.py", *args]
-        try:
-            return module.main()
-        finally:
-            sys.argv = saved
+        return module.main(module.cli.parse_args(args))  # as the script does under __main__
     return _run(main, argv)
 
 

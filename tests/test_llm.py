@@ -351,8 +351,8 @@ def test_weights_and_cache_too_big_refused_before_allocating(lesson_cli, tmp_pat
     p = llm.plan(lesson_cli.parse_args(argv))
     assert p.elements > 2 * 4 * 10**8 * 4 * (128 + 32) * 32  # keys and values, 4 layers, 4 KV heads of 32
     with pytest.raises(BadInput, match=r"these shapes need about [\d,.]+ GiB on cpu"):
-        setup(lesson_cli, shape=lambda a: p.shape, elements=lambda a: p.elements, variants=lambda a: p.variants,
-              argv=[*argv, "--device", "cpu"])
+        setup(lesson_cli.parse_args([*argv, "--device", "cpu"]), shape=p.shape, elements=p.elements,
+              variants=p.variants)
     assert not (tmp_path / "traces").exists()
 
 
