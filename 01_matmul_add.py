@@ -75,9 +75,11 @@ def main(args):
                 step()
                 prof.step()  # tell the profiler a step ended: ProfilerStep#N in the trace
 
-    # 5. Export the table (prof.key_averages().table: what takes the most time) and the trace
-    #    (prof.export_chrome_trace: when and why), both or neither.
-    table = lesson.export(prof)
+    # 5. Export: the profiler table (what takes the most time) and the trace (when and why).
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):  # both files or neither (after a device sync)
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
 
     if args.compile and not lesson.check_close(step(), fn(x, w, b), "compiled output vs eager"):
         return 1

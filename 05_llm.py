@@ -99,8 +99,11 @@ def main(args):
                 generated = step()
                 prof.step()
 
-    # 5. Export the table and the trace (both or neither); then the speeds of the profiled requests.
-    table = lesson.export(prof)
+    # 5. Export the table and the trace; then the speeds of the profiled requests.
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):  # both files or neither (after a device sync)
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
 
     llm.print_speeds(lesson.console, llm.read_speeds(prof, plan.request))
     llm.print_generated(lesson.console, plan, generated)

@@ -130,7 +130,10 @@ def main(args):
                 prof.step()
 
     # 5. Export this rank's table and trace (every rank's files appear together).
-    table = lesson.export(prof)
+    table = prof.key_averages().table(sort_by=lesson.sort_by, row_limit=args.row_limit)
+    with lesson.writing() as (table_path, trace_path):  # both files or neither (after a device sync)
+        table_path.write_text(table + "\n")
+        prof.export_chrome_trace(str(trace_path))
 
     return lesson.finish(table)
 

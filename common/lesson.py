@@ -3,9 +3,10 @@
 A script parses its flags once (:mod:`common.flags`), builds its workload's numbers from them, and
 calls :func:`setup` with plain values; setup validates everything before a byte is allocated or
 written and returns a :class:`Lesson`, which never changes after. Around the profiler block, which
-stays in the script, the lesson does three things: :meth:`Lesson.warm_up` (before it),
-:meth:`Lesson.label` (once, right after ``with torch.profiler.profile(...) as prof:``) and
-:meth:`Lesson.export` (after it); :meth:`Lesson.finish` prints the last words.
+stays in the script with its export (``prof.key_averages().table``, ``prof.export_chrome_trace``), the
+lesson does two things: :meth:`Lesson.warm_up` (before it) and :meth:`Lesson.label` (once, right after
+``with torch.profiler.profile(...) as prof:``); :meth:`Lesson.writing` makes the two files appear together,
+and :meth:`Lesson.finish` prints the last words.
 
 Importing this module does not import torch (it takes seconds); torch is imported here only by what
 needs it (:func:`setup`'s device checks, :class:`Lesson`'s methods).
@@ -87,16 +88,6 @@ class Lesson:
         if prof.current_action in recording:  # wait=0, warmup=0: this cycle started before the preset
             prof.add_metadata_json(METADATA_KEY, value)
 
-    def export(self, prof: "torch.profiler.profile") -> str:
-        """Synchronise the device, then write the profiler's table (``prof.key_averages().table``) and
-        trace (``prof.export_chrome_trace``) together: both appear or neither. Returns the table."""
-        self.sync()
-        table = prof.key_averages().table(sort_by=self.sort_by, row_limit=self.args.row_limit)
-        with self.writing() as (table_path, trace_path):
-            table_path.write_text(table + "\n")
-            prof.export_chrome_trace(str(trace_path))
-        return table
-
     @property
     def on_cuda(self) -> bool:
         return self.device.type == "cuda"
@@ -138,9 +129,10 @@ class Lesson:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[tuple[Path, Path]]:
-        """Temporary (table, trace) paths (``prof.export_chrome_trace`` writes the trace's); both are
-        renamed into place only if the block succeeds and wrote both (:func:`common.output.writing`:
-        the trace folder is created here, and removed again if the write fails)."""
+        """Synchronise the device, then give temporary (table, trace) paths (``prof.export_chrome_trace``
+        writes the trace's); both are renamed into place only if the block succeeds and wrote both
+        (:func:`common.output.writing`: the trace folder is created here, and removed again if the write fails)."""
+        self.sync()
         with output.writing([self.table_path, self.trace_path], what="the table and the trace",
                             make_folders=True) as (table_tmp, trace_tmp):
             yield table_tmp, trace_tmp
