@@ -48,7 +48,7 @@ def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):
 
 def report_json(path) -> dict:
     """The report of one trace as the JSON-ready dict that ``--json`` writes."""
-    from common.report.render.text import to_json
+    from common.report.render.json import to_json
 
     tables, findings = analyze(path)
     return to_json(tables, findings)

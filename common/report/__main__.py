@@ -241,7 +241,7 @@ def run(argv=None, from_shell: bool = False) -> int:
     results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]
     write_pictures(args, *results[0])
     if args.json:
-        from common.report.render.text import to_json
+        from common.report.render.json import to_json
 
         objs = [to_json(tables, f) for tables, f in results]
         write_json(objs[0] if len(objs) == 1 else objs, args.output)
