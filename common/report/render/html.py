@@ -245,3 +245,15 @@ def render_compare_html(c: dict) -> str:
     parts.append("<h2>Ops whose calls" + (" or device time" if with_device else "") + " changed, per step (median)</h2>"
                  + (_table(head, rows) if rows else "<p>none: the same ops, as many calls per step</p>"))
     return _page("Compare two traces", parts)
+
+
+def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: str | None = None,
+               timeline_trace=None) -> int:
+    """Write the report page of one trace (its tables and findings) to ``dest`` (whole or not at all,
+    :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes.
+    ``job_verdict``: the job report's straggler line, for one rank's page; ``timeline_trace``: the
+    annotated copy the findings' timeline commands open (default: the trace read)."""
+    from common.output import write_file
+
+    page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace)
+    return write_file(dest, page.encode(), flag=flag, what="the page")
