@@ -136,7 +136,8 @@ def glance(args: argparse.Namespace) -> int:
 
 def compare(args: argparse.Namespace) -> int:
     """Two traces' tables side by side (no rules run: the comparison reads numbers only)."""
-    from common.report.compare.judge import compare as compare_runs, render_compare
+    from common.report.compare.judge import compare as compare_runs
+    from common.report.render.compare import render_compare
 
     a, b = (tables_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
     result = compare_runs(a, b)

@@ -229,7 +229,7 @@ def render_compare_html(c: dict) -> str:
                                            pair_series([s["a_device_us"] for s in steps if s["a_device_us"] is not None],
                                                        [s["b_device_us"] for s in steps if s["b_device_us"] is not None]),
                                            "device time"), _side_verdict(summary["device"])))
-    from common.report.compare.judge import device_work_rows, op_rows
+    from common.report.render.compare import device_work_rows, op_rows
 
     with_device = summary["device"] is not None
     left = [f"{x} {', '.join(summary[f'{x.lower()}_left_out'])}" for x in ("A", "B") if summary[f"{x.lower()}_left_out"]]
