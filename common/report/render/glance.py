@@ -1,4 +1,5 @@
-"""At a glance: a few lines per trace, to set a lesson's variants side by side (the posts' closing tables).
+"""The glance table, for people setting a lesson's variants side by side: a few lines per trace (or JSON),
+as the posts' closing tables do.
 
 ``uv run -m common.report --glance traces/04_a_naive_attention traces/04_c_sdpa_attention`` reads
 every trace under the folders (and the files named; a file that is not a trace is skipped and

@@ -1,4 +1,4 @@
-"""The report as one self-contained HTML page: header numbers, plots (inline SVG), tables, findings.
+"""The report as one self-contained HTML page, for a browser: header numbers, plots (inline SVG), tables, findings.
 
 It opens offline: no script, no stylesheet or font from a network, nothing to fetch. The plots are
 matplotlib's (:mod:`common.report.render.plots`); the interactive timeline stays Perfetto's job. Every plot
