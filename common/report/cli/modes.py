@@ -103,7 +103,8 @@ def glance(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from common.errors import BadInput
-    from common.report.render.glance import digest, expand, glance_row, order_key, render_glance, skipped_line, with_versus
+    from common.report.compare.variants import digest, with_versus
+    from common.report.render.glance import expand, glance_row, order_key, render_glance, skipped_line, variant_of
 
     paths = expand(args.traces, skip=args.output if args.output != STDIN else None)
     if not paths:
@@ -118,7 +119,8 @@ def glance(args: argparse.Namespace) -> int:
             skipped.append((display_path(path), rest if sep and path.name in head else why))
             continue
         shown = display_path(path)
-        read.append((order_key(tables, shown), glance_row(tables, findings, shown), digest(tables, shown)))
+        read.append((order_key(tables, shown), glance_row(tables, findings, shown),
+                     digest(tables, variant_of(tables))))
     if not read:
         fail(f"{shorten(' '.join(args.traces))}: no trace there ({skipped_line(skipped)})")
     read.sort(key=lambda r: r[0])
