@@ -210,7 +210,7 @@ def test_no_stage_imports_the_entry_layer():
     stages = [m for m in MODULES if _stage(m) or m in BASE]
     back = sorted((m, w) for m in stages for w in GRAPH[m] if _is_entry(w))
     assert not back, back
-    assert not {w for w in GRAPH["common.report.pipeline"] if w.startswith("common.report.cli")}
+    assert not {w for w in GRAPH.get("common.report.pipeline", ()) if w.startswith("common.report.cli")}
 
 
 def test_the_facade_names_resolve_and_import_stays_cheap():
@@ -225,3 +225,12 @@ def test_the_facade_names_resolve_and_import_stays_cheap():
     code = "import sys, common.report; print(sorted(m for m in sys.modules if m.startswith('common.report.')))"
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert p.stdout.strip() == "[]", p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("path", RENDERERS_ALL, ids=lambda p: p.name)
+def test_renderers_reach_no_verdict_of_a_comparison(path):
+    """A renderer shows a comparison's verdict (compare.judge's dict, compare.variants' versus); it neither
+    judges one (compare.control) nor makes one: of the compare stage it reads only the names (compare.rows)."""
+    judging = {m for m in reachable(GRAPH, _module_name(path)) | GRAPH[_module_name(path)]
+               if m.startswith("common.report.compare.") and m != "common.report.compare.rows"}
+    assert not judging, judging
