@@ -16,6 +16,8 @@ from common.report.cli.args import DEFAULT_TOP
 from common.report.load.inputs import STDIN, shorten
 from common.report.pipeline import analyze, tables_of
 
+GLANCE_SUFFIXES = (".json", ".json.gz")  # what --glance reads under a folder
+
 
 def write_pictures(args: argparse.Namespace, tables, findings, compared=None) -> None:
     """The HTML page and the annotated trace, when asked for; each says what it wrote (on stderr)."""
@@ -104,9 +106,9 @@ def glance(args: argparse.Namespace) -> int:
 
     from common.errors import BadInput
     from common.report.compare.variants import digest, with_versus
-    from common.report.render.glance import expand, glance_row, order_key, render_glance, skipped_line, variant_of
+    from common.report.render.glance import glance_row, order_key, render_glance, skipped_line, variant_of
 
-    paths = expand(args.traces, skip=args.output if args.output != STDIN else None)
+    paths = glance_paths(args.traces, skip=args.output if args.output != STDIN else None)
     if not paths:
         fail(f"{shorten(' '.join(args.traces))}: no .json or .json.gz trace there")
     read, skipped = [], []
@@ -134,6 +136,29 @@ def glance(args: argparse.Namespace) -> int:
 
     render_glance(rows, Console(), skipped)
     return 0
+
+
+def glance_paths(paths: list[str], skip: str | None = None) -> list[Path]:
+    """The traces: each file as named, and every .json/.json.gz under each folder (annotated copies
+    and the file ``skip``, the command's own output, left out), sorted."""
+    out: list[Path] = []
+    own = _identity(skip) if skip else None
+    for text in paths:
+        p = Path(text)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(GLANCE_SUFFIXES)
+                              and ".annotated." not in f.name))
+        else:
+            out.append(p)
+    return [p for p in out if own is None or _identity(p) != own]
+
+
+def _identity(path) -> tuple | None:
+    try:
+        info = Path(path).stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def compare(args: argparse.Namespace) -> int:

@@ -37,7 +37,6 @@ LESSON_RULES = ("out_of_place_copy", "fp32_upcast", "causal_mask_rebuilt", "safe
                 "guess_vs_seen", "hand_written_kernels", "fused_kernels", "linear_chain", "torch_compile",
                 "overhead_bound_phase", "overhead_bound", "compute_bound", "device_bound", "addmm_vs_mm_add",
                 "cold_first_step")
-SUFFIXES = (".json", ".json.gz")
 # the posts' order: the lessons as the posts run them, and Part 3's SDPA backends as its table lists them
 LESSON_ORDER = ("01_matmul_add", "02_linear", "03_simple_mlp", "03_kernels_mlp", "04_a_naive_attention",
                 "04_b_inplace_ops_attention", "04_c_sdpa_attention", "04_d_kernels_attention", "05_llm", "06_ddp")
@@ -64,29 +63,6 @@ class GlanceRow:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def expand(paths: list[str], skip: Optional[str] = None) -> list[Path]:
-    """The traces: each file as named, and every .json/.json.gz under each folder (annotated copies
-    and the file ``skip``, the command's own output, left out), sorted."""
-    out: list[Path] = []
-    own = _identity(skip) if skip else None
-    for text in paths:
-        p = Path(text)
-        if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES)
-                              and ".annotated." not in f.name))
-        else:
-            out.append(p)
-    return [p for p in out if own is None or _identity(p) != own]
-
-
-def _identity(path) -> Optional[tuple]:
-    try:
-        info = Path(path).stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
 
 
 def variant_of(t: Tables) -> str:
