@@ -17,7 +17,7 @@ import pytest
 
 from common.report import analyze
 from common.report.load import reader as L
-from common.report.render.text import to_json
+from common.report.render.json import to_json
 
 from conftest import DATA_TRACES, event
 from h100 import H100_RUNS

@@ -92,7 +92,7 @@ def test_report_against_json_load_stays_linear(tmp_path):
 def test_two_process_load_gives_the_same_memory_view(tmp_path, monkeypatch):
     """The [memory] events' table from two halves decoded by two processes (a big file on the command line)
     is the one process's: the same lane, the same view (with a tid written as text in the second half)."""
-    from common.report.render.text import to_json
+    from common.report.render.json import to_json
     from common.report import analyze
 
     from test_report import _force_split

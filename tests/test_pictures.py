@@ -23,7 +23,7 @@ from common.commands import display_path  # paths as the commands print them (ru
 
 from common.paths import parse_tag
 from common.report import analyze
-from common.report.render.text import to_json
+from common.report.render.json import to_json
 from browser import find_browser
 from conftest import CPU_DTYPE, REPO
 

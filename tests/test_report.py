@@ -375,7 +375,7 @@ def test_repeat_trace_builder(tmp_path):
 
 def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
     """Big plain-JSON files are decoded in two halves by two processes: same report as one process."""
-    from common.report.render.text import to_json
+    from common.report.render.json import to_json
 
     src = tmp_path / "ddp.json"
     src.write_bytes(gzip.decompress((HTA / "mi250_rocm_minitoy.json.gz").read_bytes()))
@@ -398,7 +398,7 @@ def test_two_process_load_matches_one_process(tmp_path, monkeypatch):
 def test_two_process_load_with_begin_end_pairs(tmp_path, monkeypatch, straddle):
     """B/E pairs wholly in the second half pair up in the child; a pair split between the halves
     (its B in the first half) makes the load fall back to one process. Either way: the one-process report."""
-    from common.report.render.text import to_json
+    from common.report.render.json import to_json
 
     ev = [event("ProfilerStep#1", 0, 10_000, cat="user_annotation")]
     ev += [event("aten::mm", 10 + 10 * i, 5) for i in range(200)]

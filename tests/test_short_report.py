@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 import common.report as report
+import common.report.cli.lesson as lesson_console
 from common.errors import BadInput
 from conftest import CPU_DTYPE, run_script
 
@@ -16,7 +17,7 @@ def short_report_lines(monkeypatch, exc: Exception) -> list[str]:
     def analyze(path):
         raise exc
 
-    monkeypatch.setattr(report, "analyze", analyze)
+    monkeypatch.setattr(lesson_console, "analyze", analyze)  # the name the lesson console calls
     buf = io.StringIO()
     report.print_short_report("trace.json", Console(file=buf, width=200))
     return buf.getvalue().splitlines()

@@ -174,10 +174,13 @@ def _stage(module: str):
     return parts[2] if len(parts) > 3 and parts[:2] == ["common", "report"] and parts[2] in ORDER else None
 
 
+ENTRY = ("cli", "pipeline.py")  # the ways in (issue 29): they call the stages, no stage calls them
+
+
 def test_the_report_is_one_folder_per_stage_and_a_few_shared_modules():
     top = {p.name for p in REPORT.iterdir() if not p.name.startswith((".", "__pycache__"))}
-    assert top == {*STAGES, "__init__.py", "__main__.py", *(m.rsplit(".", 1)[1] + ".py" for m in BASE)}, top
-    for stage in STAGES:
+    assert top == {*STAGES, *ENTRY, "__init__.py", "__main__.py", *(m.rsplit(".", 1)[1] + ".py" for m in BASE)}, top
+    for stage in (*STAGES, "cli"):
         doc = ast.get_docstring(ast.parse((REPORT / stage / "__init__.py").read_text())) or ""
         assert "In:" in doc and "Out:" in doc, f"{stage}/__init__.py says what comes in and goes out"
 
@@ -281,3 +284,46 @@ def test_each_theme_record_is_its_themes_alone():
 def test_facts_modules_stay_under_450_lines():
     sizes = {p.name: len(p.read_text().splitlines()) for p in FACTS.glob("*.py")}
     assert max(sizes.values()) <= 450, {name: n for name, n in sizes.items() if n > 450}
+
+
+# Issue 29: the entry layer one way. The command line (__main__, cli/) and the pipeline call the package; the
+# package's own modules never call back into them, nor go through the facade (common/report/__init__.py).
+def _is_entry(module: str) -> bool:
+    return module in ("common.report", "common.report.__main__", "common.report.pipeline") or \
+        module.startswith("common.report.cli")
+
+
+def test_nothing_in_the_report_imports_the_facade_or_the_command_line():
+    report = [m for m in MODULES if m.startswith("common.report.")]
+    back = sorted((m, w) for m in report for w in GRAPH[m] & {"common.report", "common.report.__main__"})
+    assert not back, back
+
+
+def test_no_stage_imports_the_entry_layer():
+    stages = [m for m in MODULES if _stage(m) or m in BASE]
+    back = sorted((m, w) for m in stages for w in GRAPH[m] if _is_entry(w))
+    assert not back, back
+    assert not {w for w in GRAPH.get("common.report.pipeline", ()) if w.startswith("common.report.cli")}
+
+
+def test_the_facade_names_resolve_and_import_stays_cheap():
+    """Every name common/report/__init__.py offers is a function of the module it names, loaded on first use."""
+    import importlib
+    import subprocess
+    import sys
+
+    report = importlib.import_module("common.report")
+    for name in report.__all__:
+        assert callable(getattr(report, name)), name
+    code = "import sys, common.report; print(sorted(m for m in sys.modules if m.startswith('common.report.')))"
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert p.stdout.strip() == "[]", p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("path", RENDERERS_ALL, ids=lambda p: p.name)
+def test_renderers_reach_no_verdict_of_a_comparison(path):
+    """A renderer shows a comparison's verdict (compare.judge's dict, compare.variants' versus); it neither
+    judges one (compare.control) nor makes one: of the compare stage it reads only the names (compare.rows)."""
+    judging = {m for m in reachable(GRAPH, _module_name(path)) | GRAPH[_module_name(path)]
+               if m.startswith("common.report.compare.") and m != "common.report.compare.rows"}
+    assert not judging, judging

@@ -2,4 +2,5 @@
 
 In: each run's :class:`~common.report.facts.tables.Tables`. Out: what changed, name by name
 (:mod:`.rows`), the control that says whether the machine changed between the runs (:mod:`.control`),
-and the verdict per step (:mod:`.judge`). Rendered by :mod:`common.report.render.text` and ``--html``."""
+and the verdict per step (:mod:`.judge`); each ``--glance`` variant against the one before it
+(:mod:`.variants`). Rendered by :mod:`common.report.render.compare` and ``--html``."""

@@ -1,6 +1,6 @@
 """The report's headline numbers (``m.numbers.gpu.busy_us``), one section per JSON object.
 
-:mod:`.tables` fills them (frozen: set where they are made); :func:`common.report.render.text.to_json` writes each section with
+:mod:`.tables` fills them (frozen: set where they are made); :func:`common.report.render.json.to_json` writes each section with
 ``dataclasses.asdict``, so a field's name is its JSON key and the field order is the key order.
 Times are microseconds; a figure a trace cannot give (no GPU, no kernel) is None (JSON null).
 """

@@ -1,8 +1,10 @@
-"""The findings drawn onto the trace: a copy of it with one more process, "Findings", whose track
-holds a slice for every place in time a finding points at (its spans, filled by the rule), named by
-the rule, with the message, evidence and hint in its args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the
-cold first step, the gap between kernels or the hidden copy is marked where it happens. A trace with
-``[memory]`` events also gets a counter track of the bytes allocated on each device.
+"""The annotated trace, for Perfetto: a copy of the trace with the findings on a track of their own.
+
+The copy has one more process, "Findings", whose track holds a slice for every place in time a finding
+points at (its spans, filled by the rule), named by the rule, with the message, evidence and hint in its
+args. Open the copy in Perfetto (``uv run -m common.view OUT``) and the cold first step, the gap between
+kernels or the hidden copy is marked where it happens. A trace with ``[memory]`` events also gets a
+counter track of the bytes allocated on each device.
 
 Every original event is kept byte for byte: the new events are spliced into the JSON text at the
 start of ``traceEvents``, and a top-level ``report_findings`` key says how many there are, so the

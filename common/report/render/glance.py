@@ -1,4 +1,5 @@
-"""At a glance: a few lines per trace, to set a lesson's variants side by side (the posts' closing tables).
+"""The glance table, for people setting a lesson's variants side by side: a few lines per trace (or JSON),
+as the posts' closing tables do.
 
 ``uv run -m common.report --glance traces/04_a_naive_attention traces/04_c_sdpa_attention`` reads
 every trace under the folders (and the files named; a file that is not a trace is skipped and
@@ -15,7 +16,7 @@ compiled):
   the wall time. A range wider than 2x its low end is flagged noisy;
 - against the variant before it, when it ran the same workload (shape, dtype, device): the device
   work gone, new or changed, and the time per step judged as ``--compare`` judges it, with the same
-  control (:mod:`.control`);
+  control (:mod:`common.report.compare.variants` judges it; this module shows it);
 - the lesson: the first finding of the ones that teach a variant (a finding that says its point does
   not apply to this run, a note, is passed over).
 """
@@ -26,9 +27,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from common.report.compare.rows import device_changes_between, device_series, differing, judged_steps, \
-    op_changes_between, op_series
-from common.report.compare.control import control_of, judge, own_cpu
 from common.report.model.names import short_name
 from common.report.facts.steadiness import Spread
 from common.report.facts.tables import Tables
@@ -39,7 +37,6 @@ LESSON_RULES = ("out_of_place_copy", "fp32_upcast", "causal_mask_rebuilt", "safe
                 "guess_vs_seen", "hand_written_kernels", "fused_kernels", "linear_chain", "torch_compile",
                 "overhead_bound_phase", "overhead_bound", "compute_bound", "device_bound", "addmm_vs_mm_add",
                 "cold_first_step")
-SUFFIXES = (".json", ".json.gz")
 # the posts' order: the lessons as the posts run them, and Part 3's SDPA backends as its table lists them
 LESSON_ORDER = ("01_matmul_add", "02_linear", "03_simple_mlp", "03_kernels_mlp", "04_a_naive_attention",
                 "04_b_inplace_ops_attention", "04_c_sdpa_attention", "04_d_kernels_attention", "05_llm", "06_ddp")
@@ -68,30 +65,8 @@ class GlanceRow:
         return asdict(self)
 
 
-def expand(paths: list[str], skip: Optional[str] = None) -> list[Path]:
-    """The traces: each file as named, and every .json/.json.gz under each folder (annotated copies
-    and the file ``skip``, the command's own output, left out), sorted."""
-    out: list[Path] = []
-    own = _identity(skip) if skip else None
-    for text in paths:
-        p = Path(text)
-        if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES)
-                              and ".annotated." not in f.name))
-        else:
-            out.append(p)
-    return [p for p in out if own is None or _identity(p) != own]
-
-
-def _identity(path) -> Optional[tuple]:
-    try:
-        info = Path(path).stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _variant(t: Tables) -> str:
+def variant_of(t: Tables) -> str:
+    """The lesson and its tag (``04_c_sdpa_attention backend-math``), else the file's name."""
     k = t.knobs
     return f"{k.script} {k.tag}" if k is not None else Path(t.model.path).name
 
@@ -144,78 +119,8 @@ def glance_row(t: Tables, findings: list, path: str, versus: Optional[dict] = No
     else:
         times = Spread(tuple(r.wall_us for r in t.step_rows))
         per, calls, ops, work, time = "step", len(t.step_rows), None, None, "cpu"
-    return GlanceRow(path, _variant(t), per, calls, ops, work, "kernels" if t.has_gpu else "compute ops",
+    return GlanceRow(path, variant_of(t), per, calls, ops, work, "kernels" if t.has_gpu else "compute ops",
                      times.median, times.low, times.high, times.noisy, lesson_of(findings), time, cpu_median, versus)
-
-
-# ----------------------------------------------------------------------------- one variant against the one before
-
-
-def digest(t: Tables, path: str) -> dict:
-    """What :func:`versus` reads of a trace (small: the tables themselves are not kept)."""
-    k = t.knobs
-    steps = [t.step_rows[i] for i in judged_steps(t).tolist()]
-    return dict(variant=_variant(t), order=order_key(t, path), has_gpu=t.has_gpu,
-                schedule=k.schedule if k is not None else None,
-                workload=(tuple(k.shape), k.dtype, k.device) if k is not None else None,
-                device=device_series(t), ops=op_series(t), own_cpu=own_cpu(t),
-                cpu_steps=Spread(tuple(r.wall_us for r in steps)),
-                device_steps=Spread(tuple(r.device_us for r in steps)) if t.has_gpu else None)
-
-
-def versus(a: dict, b: dict) -> Optional[dict]:
-    """Run ``b`` against ``a`` (the variant before it), when both ran the same workload: the verdict on
-    the time per step (device time on a GPU, and the CPU's beside it; else CPU; judged with the
-    control, as --compare does) and what changed: device work gone, new, changed (on a GPU), else the
-    ops gone and new."""
-    if a["workload"] is None or a["workload"] != b["workload"]:
-        return None
-    gpu = a["has_gpu"] and b["has_gpu"]
-    if gpu:
-        sa = {n: s for n, (_, s) in a["device"].items()}
-        sb = {n: s for n, (_, s) in b["device"].items()}
-        side = judge("device", a["device_steps"], b["device_steps"], control_of("device event", sa, sb),
-                     needs_control=False)
-        k = device_changes_between(a["device"], b["device"])
-        gone = [(r["name"], r["a_per_step_us"]) for r in k["only_a"]]
-        new = [(r["name"], r["b_per_step_us"]) for r in k["only_b"]]
-        changed = [(f"{short_name(r['name'], 30)} ({' '.join(differing(r['name'], r['b_name']))} -> "
-                    f"{' '.join(differing(r['b_name'], r['name']))})", r["b_per_step_us"]) for r in k["changed"]]
-    cpu = judge("CPU", a["cpu_steps"], b["cpu_steps"], control_of("op", a["own_cpu"], b["own_cpu"]),
-                needs_control=True)
-    if not gpu:
-        side = cpu
-        rows = op_changes_between(a["ops"], b["ops"], False)
-        gone = [(r["name"], r["a_cpu_us"]) for r in rows if not r["b_calls_per_step"]]
-        new = [(r["name"], r["b_cpu_us"]) for r in rows if not r["a_calls_per_step"]]
-        changed = []
-    return dict(against=a["variant"], time="device" if gpu else "cpu", judged=side["judged"], ratio=side["ratio"],
-                verdict=side["verdict"], short=_short_verdict(side, "device" if gpu else "CPU"), gone=gone, new=new,
-                changed=changed, cpu_judged=cpu["judged"], cpu_ratio=cpu["ratio"],
-                cpu_short=_short_verdict(cpu, "CPU") if gpu else None)
-
-
-def _short_verdict(side: dict, what: str) -> str:
-    """``device per step 0.86x (1.26 ms -> 1.08 ms), apart in every step; control: 6 unchanged device
-    events 1.00x``, or ``device per step: cannot tell (why)``."""
-    if not side["judged"]:
-        return f"{what} per step: cannot tell ({side['why_not']})"
-    c = side["control"]
-    control = (f"control: {len(c['names'])} unchanged {c['unit']}{'s' if len(c['names']) > 1 else ''} "
-               f"{c['ratio']:.2f}x" if c else "no control (no unchanged work in both)")
-    return (f"{what} per step {side['ratio']:.2f}x ({fmt_us(side['a_median_us'])} -> {fmt_us(side['b_median_us'])}), "
-            f"apart in every step; {control}")
-
-
-def with_versus(digests: list[dict]) -> list[Optional[dict]]:
-    """Per trace (in the posts' order), its :func:`versus` against the nearest earlier trace of its workload
-    (one with the same profiler schedule first)."""
-    out = []
-    for i, b in enumerate(digests):
-        same = [a for a in reversed(digests[:i]) if a["workload"] is not None and a["workload"] == b["workload"]]
-        before = next((a for a in same if a["schedule"] == b["schedule"]), same[0] if same else None)
-        out.append(versus(before, b) if before is not None else None)
-    return out
 
 
 # ----------------------------------------------------------------------------- the console

@@ -1,4 +1,4 @@
-"""The report as one self-contained HTML page: header numbers, plots (inline SVG), tables, findings.
+"""The report as one self-contained HTML page, for a browser: header numbers, plots (inline SVG), tables, findings.
 
 It opens offline: no script, no stylesheet or font from a network, nothing to fetch. The plots are
 matplotlib's (:mod:`common.report.render.plots`); the interactive timeline stays Perfetto's job. Every plot
@@ -229,7 +229,7 @@ def render_compare_html(c: dict) -> str:
                                            pair_series([s["a_device_us"] for s in steps if s["a_device_us"] is not None],
                                                        [s["b_device_us"] for s in steps if s["b_device_us"] is not None]),
                                            "device time"), _side_verdict(summary["device"])))
-    from common.report.compare.judge import device_work_rows, op_rows
+    from common.report.render.compare import device_work_rows, op_rows
 
     with_device = summary["device"] is not None
     left = [f"{x} {', '.join(summary[f'{x.lower()}_left_out'])}" for x in ("A", "B") if summary[f"{x.lower()}_left_out"]]
@@ -245,3 +245,15 @@ def render_compare_html(c: dict) -> str:
     parts.append("<h2>Ops whose calls" + (" or device time" if with_device else "") + " changed, per step (median)</h2>"
                  + (_table(head, rows) if rows else "<p>none: the same ops, as many calls per step</p>"))
     return _page("Compare two traces", parts)
+
+
+def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: str | None = None,
+               timeline_trace=None) -> int:
+    """Write the report page of one trace (its tables and findings) to ``dest`` (whole or not at all,
+    :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes.
+    ``job_verdict``: the job report's straggler line, for one rank's page; ``timeline_trace``: the
+    annotated copy the findings' timeline commands open (default: the trace read)."""
+    from common.output import write_file
+
+    page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace)
+    return write_file(dest, page.encode(), flag=flag, what="the page")

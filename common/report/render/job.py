@@ -1,5 +1,5 @@
-"""Render a job (:class:`~common.report.job.result.JobReport`): rich text at 80 columns, and the JSON's
-``ranks`` section. The numbers are :mod:`.ranks`'s; this module only prints them.
+"""A job (:class:`~common.report.job.result.JobReport`) for people and programs: rich text at 80 columns, and
+the JSON's ``ranks`` section. The numbers are :mod:`common.report.job`'s; this module only prints them.
 
 The full form: what was read, one row per rank (medians per step), the straggler, the collectives
 per step, and each step's wall and wait per rank. The short form (the lesson's last words): the

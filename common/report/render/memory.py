@@ -1,4 +1,5 @@
-"""Render the memory figures (:mod:`.memory`): JSON, the text report's "Memory" section, the short report's line.
+"""The memory figures (:mod:`common.report.facts.memory`) for people and programs: the JSON's ``memory``, the text
+report's "Memory" section, the short report's line.
 
 Shown only when the trace holds ``[memory]`` events (``--profile-memory``); ``memory`` is null in the JSON otherwise.
 """

@@ -1,4 +1,4 @@
-"""The roofline (:mod:`.roofline`) for people: a rich table for the text report, and for the HTML page a
+"""The roofline (:mod:`common.report.facts.roofline`) for people: a rich table for the text report, and for the HTML page a
 log-log plot of arithmetic intensity against achieved rate, with the device's roofs where its peak is
 known (matplotlib, inline SVG, through :mod:`.plots`), and the same table."""
 

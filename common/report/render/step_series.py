@@ -1,4 +1,4 @@
-"""Per-step series for the page's plots: which steps a plot can draw, and at most a few thousand
+"""Per-step series for the HTML page's plots: which steps a plot can draw, and at most a few thousand
 points of them.
 
 A trace of 20,000 steps would draw 20,000 stacked bars and 20,000 tick labels: minutes of

@@ -1,4 +1,5 @@
-"""Where a finding points, as a command that opens the timeline there: ``uv run -m common.view TRACE
+"""The timeline commands, for the reader of the text report and the page: where a finding points, as a
+command that opens the timeline there: ``uv run -m common.view TRACE
 --at START,END`` serves the trace with Perfetto's UI from this machine and opens it on that window
 (:mod:`common.view_ui`). The window is the finding's spans, a little wider so what lies around them
 shows too, kept inside the report's window; in the trace's own µs (``ts``), as ``--at`` reads them."""
