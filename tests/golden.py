@@ -16,6 +16,7 @@ import contextlib
 import gzip
 import io
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -48,6 +49,11 @@ def cases() -> dict[str, list[str]]:
         out[f"short__{path.parent.name}"] = ["TEXT", "--short", *_rel([path])]
     out["text__job__06_ddp"] = ["TEXT", *out["job__06_ddp"]]
     out["text__compare__attn_naive__attn_inplace"] = ["TEXT", *out["compare__attn_naive__attn_inplace"]]
+    # --glance: every H100 run, and Part 3's variants side by side with their verdicts
+    out["glance__h100"] = ["--glance", *_rel([runs])]
+    out["text__glance__h100"] = ["TEXT", "--glance", *_rel([runs])]
+    attention = [runs / n for n in ("attn_naive", "attn_inplace", "sdpa_flash", "sdpa_cudnn")]
+    out["text__glance__attention"] = ["TEXT", "--glance", *_rel(attention)]
     return out
 
 
@@ -67,7 +73,8 @@ def report_json(args: list[str]) -> str:
         finally:
             os.chdir(old)
         text = dest.read_text() if dest.exists() else ""
-    return f"exit {code}\n{console.getvalue().replace(str(dest), 'FILE')}{text}"
+    said = re.sub(r"wrote \S*report\.json", "wrote FILE", console.getvalue())  # the temporary path, as shown
+    return f"exit {code}\n{said}{text}"
 
 
 def golden_path(name: str) -> Path:
