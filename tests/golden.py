@@ -45,8 +45,9 @@ def cases() -> dict[str, list[str]]:
     out["job__06_ddp"] = _rel(sorted((lessons / "06_ddp").glob("*_rank*.json.gz")))
     # The text reports too (80 columns, no colour), full and short, on the runs the posts read.
     for path in [*sorted(runs.glob("*/*.json.gz")), *sorted(p for p in lessons.rglob("*.json.gz") if "_rank" not in p.name)]:
-        out[f"text__{path.parent.name}"] = ["TEXT", *_rel([path])]
-        out[f"short__{path.parent.name}"] = ["TEXT", "--short", *_rel([path])]
+        name = path.parent.name + ("" if path.parent.parent.name == "runs" else "__" + path.name.removesuffix(".json.gz"))
+        out[f"text__{name}"] = ["TEXT", *_rel([path])]
+        out[f"short__{name}"] = ["TEXT", "--short", *_rel([path])]
     out["text__job__06_ddp"] = ["TEXT", *out["job__06_ddp"]]
     out["text__compare__attn_naive__attn_inplace"] = ["TEXT", *out["compare__attn_naive__attn_inplace"]]
     # --glance: every H100 run, and Part 3's variants side by side with their verdicts
