@@ -227,33 +227,48 @@ def _cpu_lane(c: Columns, t0: float, steps) -> tuple[CpuLane, list[str]]:
     ts, dur, name, thread, corr = c.ts[rows] - t0, c.dur[rows], c.name[rows], c.thread, c.corr
     order = np.lexsort((-dur, ts, thread))
     kind, ts, dur, name, thread, corr, shapes = (a[order] for a in (kind, ts, dur, name, thread, corr, c.op_shapes))
-    end, parent, depth, cut = _nested_tree(ts, ts + dur, thread)
+    end, parent, depth, cut = _nested_tree(ts, ts + dur, thread, kind == PYTHON)
     dur = end - ts
     has_parent = parent >= 0
     children = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=rows.size)
-    notes = [f"{cut:,} CPU event(s) ended after the event they start in (a clock glitch): each cut at its "
-             "parent's end, so that no thread holds more time than it ran"] if cut else []
+    notes = [f"{cut:,} CPU event(s) overlapped an event without nesting in it (a clock glitch, or the Python "
+             "tracer's call that opens a record_function range, with_stack): each pair cut where it loses "
+             "less time, so that no thread holds more time than it ran"] if cut else []
     return CpuLane(n=rows.size, kind=kind, ts=ts, dur=dur, end=end, name=name, thread=thread, corr=corr,
                    parent=parent, depth=depth, self_us=np.maximum(dur - children, 0.0), threads=tuple(c.threads),
                    step=step_index(steps, ts), max_depth=int(depth.max(initial=0)), shapes=shapes), notes
 
 
-def _nested_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray):
-    """(ends, parent, depth, how many ends were cut): the call tree, once every event that ends after
-    the event it starts in (which no profiler writes on one thread) is cut at that event's end."""
+def _nested_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, python: np.ndarray):
+    """(ends, parent, depth, how many events were cut): the call tree, once every event that starts inside
+    another and ends after it is made to nest. Two writers do that: a clock glitch (the child overhangs its
+    parent's end by a little), and torch's Python tracer (``with_stack``), whose call that opens a
+    ``record_function`` range (``_record_function_enter_new``, and the Python frames around it) returns a
+    few µs after the range began (and the call that closes it begins inside it). Where a Python event
+    (``python``: a mask) overhangs an op or a range, the Python event is cut, at the other's start or end
+    (else a 150 µs annotation would shrink to the 2 µs of the call that opened it); between two of a kind,
+    the end that loses less time: the child at its parent's end (a glitch), or the parent at the child's start."""
     parent, depth = call_tree(ts, end, thread)
     cut = np.zeros(ts.size, dtype=bool)
-    for _ in range(16):  # each pass settles at least one more level; real traces need none
+    for _ in range(64):  # each pass settles at least one more level; most traces need none
         up = np.maximum(parent, 0)
         if not ((parent >= 0) & (ts < end[up]) & (end > end[up])).any():
             break
         end = end.copy()
         for level in range(1, int(depth.max(initial=0)) + 1):  # parents first, so cuts carry down
             at = np.flatnonzero((depth == level) & (parent >= 0))
-            parent_end = end[parent[at]]
+            up = parent[at]
+            parent_end = end[up]
             over = (ts[at] < parent_end) & (end[at] > parent_end)  # starts inside its parent, ends after it
-            cut[at[over]] = True
-            end[at[over]] = parent_end[over]
+            child_loses = end[at] - parent_end
+            parent_loses = parent_end - ts[at]
+            by_kind = python[up] != python[at]  # a Python event against an op or range: the Python event is cut
+            cut_child = over & np.where(by_kind, python[at], child_loses <= parent_loses)
+            cut_parent = over & ~cut_child
+            cut[at[cut_child]] = True
+            end[at[cut_child]] = parent_end[cut_child]
+            cut[up[cut_parent]] = True
+            np.minimum.at(end, up[cut_parent], ts[at[cut_parent]])  # a parent overhung by several children
         parent, depth = call_tree(ts, end, thread)
     return end, parent, depth, int(cut.sum())
 

@@ -359,7 +359,7 @@ def phases_table(t: Tables):
 
     table = Table(title="annotations (per call)",
               caption="kernels and device time: the work launched from inside a call (median call); "
-                      "CPU wall: the call's host time (mean)" if t.has_gpu else None)
+                      "CPU wall: the call's host time (mean)" if t.has_gpu else "CPU wall: the call's host time (mean)")
     cols = ["annotation", "calls"] + (["device time"] if t.has_gpu else []) + ["CPU wall", "ops"] + (
         ["kernels", "GPU busy"] if t.has_gpu else [])
     for col in cols:
@@ -377,12 +377,13 @@ def phases_table(t: Tables):
 
 def phases_line(t: Tables, most: int = 4) -> str:
     """The phases in one line: calls, the time per call (on a GPU trace the device time of the work a
-    call launched, median call, with the CPU's wall time beside it, named), ops per call and GPU busy."""
+    call launched, median call, with the CPU's wall time beside it, named), ops per call and GPU busy. Each
+    time says what it is (median, mean): the mean counts the profiler's wide first recorded step in."""
     parts = []
     for p in t.phases[:most]:
         busy = f", GPU busy {p.gpu_busy_pct:.0f}%" if p.gpu_busy_pct is not None else ""
-        time = (f"device {fmt_us(p.device_median_us)}, CPU {fmt_us(p.mean_us)}" if p.device_median_us is not None
-                else fmt_us(p.mean_us))
+        time = (f"device {fmt_us(p.device_median_us)} median, CPU {fmt_us(p.mean_us)} mean"
+                if p.device_median_us is not None else f"{fmt_us(p.mean_us)} mean")
         parts.append(f"{p.name} {p.calls:,}x {time} ({p.ops_per_call:,.0f} ops{busy})")
     more = f" (+{len(t.phases) - most} more)" if len(t.phases) > most else ""
     return "per call: " + "; ".join(parts) + more
