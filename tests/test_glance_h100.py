@@ -62,7 +62,7 @@ def test_the_short_report_and_the_annotation_table_lead_with_device_time():
     tables, findings = h100_report("sdpa_cudnn")
     buf = io.StringIO()
     render_short(tables, findings, Console(file=buf, width=200))
-    assert "per call: sdpa_fwd 3x device 58 µs, CPU 113 µs (7 ops, GPU busy 16%)" in buf.getvalue()
+    assert "per call: sdpa_fwd 3x device 58 µs median, CPU 113 µs mean (7 ops, GPU busy 16%)" in buf.getvalue()
     buf = io.StringIO()
     Console(file=buf, width=200).print(phases_table(tables))
     header = next(line for line in buf.getvalue().splitlines() if "┃" in line and "annotation" in line)

@@ -108,8 +108,8 @@ def test_phases_in_json_and_both_renders(tmp_path):
     assert "annotations (per call)" in buf.getvalue()
     buf = io.StringIO()
     render_short(t, findings, Console(file=buf, width=200))
-    assert ("per call: prefill 2x device 850 µs, CPU 1.00 ms (10 ops, GPU busy 85%); decode 8x device 20 µs, "
-            "CPU 1.00 ms (10 ops, GPU busy 2%)") in buf.getvalue()
+    assert ("per call: prefill 2x device 850 µs median, CPU 1.00 ms mean (10 ops, GPU busy 85%); decode 8x device "
+            "20 µs median, CPU 1.00 ms mean (10 ops, GPU busy 2%)") in buf.getvalue()
 
 
 def test_overhead_bound_phase_from_gpu_busy(tmp_path):
