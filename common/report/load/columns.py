@@ -121,12 +121,14 @@ class Columns:
         return np.flatnonzero((self.group >= Group.KERNEL) & (self.group <= Group.MEMSET))
 
 
-def factorize(values) -> tuple[np.ndarray, list]:
+def factorize(values, size: Optional[int] = None) -> tuple[np.ndarray, list]:
     """(ids, uniques): ``uniques[ids[i]] == values[i]``, uniques in order of first appearance. One pass
-    over ``values`` (a sequence): each value's first position, then those positions made dense."""
+    over ``values`` (a sequence, or an iterable of ``size`` values): each value's first position, then those
+    positions made dense."""
+    size = len(values) if size is None else size
     index: dict = {}
-    first = np.fromiter(map(index.setdefault, values, count()), np.int64, len(values))
-    dense = np.empty(len(values), dtype=np.int64)
+    first = np.fromiter(map(index.setdefault, values, count()), np.int64, size)
+    dense = np.empty(size, dtype=np.int64)
     dense[np.fromiter(index.values(), np.int64, len(index))] = np.arange(len(index))
     return dense[first], list(index)
 
@@ -235,7 +237,7 @@ def extract(events: list, memory: list = ()) -> Columns:
     ``[memory]`` instant events (ts, tid, args with bytes, totals, addr, device)."""
     n = len(events)
     group = np.fromiter(map(GROUP_OF_CATEGORY.__getitem__, map(attrgetter("cat"), events)), np.int8, n)
-    name, names = printable_keys(*factorize(list(map(attrgetter("name"), events))))
+    name, names = printable_keys(*factorize(map(attrgetter("name"), events), n))
     on_cpu = group <= Group.PYTHON
     on_device = (group >= Group.KERNEL) & (group <= Group.MEMSET)
     cpu = _cpu_columns(_pick(events, on_cpu), group[on_cpu], name[on_cpu], names)
@@ -257,13 +259,16 @@ def extract(events: list, memory: list = ()) -> Columns:
 
 
 def _pick(events: list, rows: np.ndarray) -> list:
-    """The events where the boolean ``rows`` holds, in order."""
+    """The events where the boolean ``rows`` holds, in order (a few: by index; many: in one C pass)."""
+    where = np.flatnonzero(rows)
+    if where.size < len(events) // 16:
+        return list(map(events.__getitem__, where.tolist()))
     return list(compress(events, rows.tolist()))
 
 
 def _cpu_columns(cpu_events: list, group: np.ndarray, name: np.ndarray, names: list) -> dict:
     """The columns of the CPU events: thread, corr (runtime calls'), op_shapes; ``bad_ids``: ids out of range."""
-    thread, threads = printable_keys(*factorize(list(map(attrgetter("tid"), cpu_events))))
+    thread, threads = printable_keys(*factorize(map(attrgetter("tid"), cpu_events), len(cpu_events)))
     corr = np.full(len(cpu_events), -1, dtype=np.int64)
     runtime = group == Group.RUNTIME
     corr[runtime], bad_ids = id_array(_args_field(_pick(cpu_events, runtime), "correlation"))
