@@ -415,7 +415,7 @@ def merge(*parts: Columns) -> Columns:
         if isinstance(values[0], np.ndarray):
             joined[name] = np.concatenate(values)
         elif isinstance(values[0], list):
-            joined[name] = [v for value in values for v in value]
+            joined[name] = list(chain.from_iterable(values))
         else:
             joined[name] = sum(values)  # the counts
     joined["names"], joined["threads"] = names, threads

@@ -33,7 +33,11 @@ def load_sliced(data, start: int, fork: bool) -> Optional[tuple[Columns, dict, i
     if found is None:
         return None
     spans, end = found
-    return _with_tail_keys(data, start, end, _decode_spans(data, start, spans, pair_begins=False))
+    decoded = _decode_spans(data, start, spans, pair_begins=False)
+    if decoded is None:
+        return None
+    parts, meta, n_events = decoded
+    return _with_tail_keys(data, start, end, (merge(*parts), meta, n_events))
 
 
 def _spans(data, start: int, every: int) -> Optional[tuple[list, int]]:
@@ -86,9 +90,9 @@ def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
         raise
     if first is None or status != 0 or not payload:
         return None
-    columns_a, meta, n_a = first
-    columns_b, n_b = pickle.loads(payload)
-    return _with_tail_keys(mm, start, end, (merge(columns_a, columns_b), meta, n_a + n_b))
+    parts_a, meta, n_a = first
+    parts_b, n_b = pickle.loads(payload)
+    return _with_tail_keys(mm, start, end, (merge(*parts_a, *parts_b), meta, n_a + n_b))  # each column joined once
 
 
 def _second_half_in_child(mm, start: int, spans: list, write_end: int) -> int:
@@ -98,8 +102,8 @@ def _second_half_in_child(mm, start: int, spans: list, write_end: int) -> int:
         decoded = _decode_spans(mm, start, spans, pair_begins=True)
         if decoded is None:
             return 1
-        columns, _, n_events = decoded
-        payload = pickle.dumps((columns, n_events), protocol=pickle.HIGHEST_PROTOCOL)
+        parts, _, n_events = decoded
+        payload = pickle.dumps((parts, n_events), protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write_end, "wb") as f:
             f.write(payload)
         return 0
@@ -107,8 +111,8 @@ def _second_half_in_child(mm, start: int, spans: list, write_end: int) -> int:
         return 1
 
 
-def _decode_spans(data, start: int, spans: list, pair_begins: bool) -> Optional[tuple[Columns, dict, int]]:
-    """(columns, metadata, events) of consecutive spans of the events array, one slice at a time: each
+def _decode_spans(data, start: int, spans: list, pair_begins: bool) -> Optional[tuple[list, dict, int]]:
+    """(the columns of each slice, metadata, events) of consecutive spans of the events array, one slice at a time: each
     decoded, its complete and [memory] events extracted, its structs freed, its text's pages given back.
     None when a slice fails to decode or has a ``B`` event (left open at its end, or at all without
     ``pair_begins``). The metadata: the head's keys (in the first span) and those after the array."""
@@ -131,7 +135,7 @@ def _decode_spans(data, start: int, spans: list, pair_begins: bool) -> Optional[
         n_events += len(events)
         del events, complete
         _give_back_pages(data, start if head else lo, hi)
-    return merge(*parts), meta, n_events
+    return parts, meta, n_events
 
 
 @contextmanager
