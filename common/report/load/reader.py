@@ -13,7 +13,7 @@ The modules: :mod:`.read` (bytes, gzip), :mod:`.events` (the structs events deco
 process or two), :mod:`.columns` (structs -> numpy columns). This one puts them together, reads the
 trace-level metadata and the run's knobs, and drops the structs before the model is built.
 
-Speed and memory are this module's business and stay inside it: a plain JSON file is memory-mapped,
+Speed and memory are the loader's business and stay inside ``load/``: a plain JSON file is memory-mapped,
 not copied; the garbage collector is off while millions of structs are made; JSON text over
 ``SPLIT_MIN`` is decoded a slice of ``SLICE_BYTES`` at a time (cut between events, :mod:`.spans`),
 each slice's structs turned into columns and freed before the next, so the peak holds columns, not
