@@ -392,9 +392,11 @@ def _categories(kind: np.ndarray, name: np.ndarray, names: list, launch: np.ndar
     category = np.zeros(name.size, dtype=np.int64)
     kernels = kind == KERNEL
     if kernels.any():  # once per (name, launch call) pair
-        pairs, inverse = np.unique(np.stack((name[kernels], launch_name[kernels]), axis=1), axis=0, return_inverse=True)
-        codes = np.array([CATEGORY_CODES[trace_names.jit_category(names[n], names[via] if via >= 0 else "")]
-                          for n, via in pairs.tolist()], dtype=np.int64)
+        width = len(names) + 1  # one key per pair: name, then launch name + 1 (-1: none)
+        pairs, inverse = np.unique(name[kernels] * width + (launch_name[kernels] + 1), return_inverse=True)
+        codes = np.array([CATEGORY_CODES[trace_names.jit_category(names[n // width], names[n % width - 1]
+                                                                  if n % width else "")]
+                          for n in pairs.tolist()], dtype=np.int64)
         category[kernels] = codes[inverse.reshape(-1)]
     return np.where(kind == MEMCPY, CATEGORY_CODES["memcpy"],
                     np.where(kind == MEMSET, CATEGORY_CODES["memset"], category))
