@@ -208,7 +208,7 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
     dev = m.dev
     counts = dict(kernels=int((dev.kind == KERNEL).sum()), memcpys=int((dev.kind == MEMCPY).sum()),
                   memsets=int((dev.kind == MEMSET).sum()), launches_correlated=int((dev.launch >= 0).sum()),
-                  streams=len({(d, s) for d, s in zip(dev.device.tolist(), dev.stream)}))
+                  streams=len(set(zip(dev.device.tolist(), dev.stream))))
     if not m.has_gpu:
         return GpuNumbers(**dict.fromkeys(GPU_TIME_FIELDS), **counts)
     communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \

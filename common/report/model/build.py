@@ -25,6 +25,7 @@ from common.report.model import names as trace_names
 from common.report.load.columns import Columns, Group
 from common.report.load.inputs import shorten
 from common.report.model.lanes import CpuLane, DeviceLane, MemoryLane
+from common.report.model.lane_order import lane_order
 from common.report.load.reader import Loaded
 from common.report.model.memory_plausible import drop_implausible_memory
 from common.report.model.plausible import drop_impossible, sane_device_properties
@@ -225,7 +226,7 @@ def _cpu_lane(c: Columns, t0: float, steps) -> tuple[CpuLane, list[str]]:
     rows = c.cpu_rows
     kind = np.array([OP, ANNOTATION, RUNTIME, PYTHON], dtype=np.int8)[c.group[rows]]
     ts, dur, name, thread, corr = c.ts[rows] - t0, c.dur[rows], c.name[rows], c.thread, c.corr
-    order = np.lexsort((-dur, ts, thread))
+    order = lane_order(ts, dur, thread)  # np.lexsort((-dur, ts, thread)), faster
     kind, ts, dur, name, thread, corr, shapes = (a[order] for a in (kind, ts, dur, name, thread, corr, c.op_shapes))
     end, parent, depth, cut = _nested_tree(ts, ts + dur, thread, kind == PYTHON)
     dur = end - ts
