@@ -10,7 +10,8 @@ previous copy's range, and its ProfilerStep numbers continue (#2..#6, #7..#11, .
 of JSON and 2.6 M events, written to ``benchmarks/data/`` (git-ignored).
 
 Each figure is the median of several runs, each run in its own subprocess so that its peak RSS
-can be read with ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``:
+can be read with ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``; the runs of the report and of
+``json.load`` alternate, and "of json.load" is the median of each round's ratio (the machine is shared):
 - ``report``: ``python -m common.report --json FILE -o /dev/null`` (load, model, rules, render);
 - ``json.load``: a bare ``json.load`` of the same file (the floor a naive reader starts from).
 The measured figures are in ``benchmarks/README.md``.
@@ -161,12 +162,6 @@ def measure(mode: str, path: Path, code: Path = REPO) -> dict:
     return r
 
 
-def median_of(mode: str, path: Path, runs: int, code: Path = REPO) -> dict:
-    rs = [measure(mode, path, code) for _ in range(runs)]
-    return dict(wall_s=statistics.median(r["wall_s"] for r in rs), peak_rss_mib=statistics.median(r["peak_rss_mib"] for r in rs),
-                runs=[round(r["wall_s"], 2) for r in rs])
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="runs per figure; the median is reported (default: 3)")
@@ -196,20 +191,28 @@ def main(argv=None) -> int:
     rows = []
     for label, path in ((f"big ({args.copies}x)", big),) + ((("original", SOURCE),) if not args.big_only else ()):
         size = big.stat().st_size if path == big else len(gzip.decompress(path.read_bytes()))
-        for mode, code in [(m, REPO) for m in modes] + [("report", b) for b in args.baseline]:
-            r = median_of(mode, path, args.runs, code)
+        runs = [(m, REPO) for m in modes] + [("report", b) for b in args.baseline]
+        # the runs interleaved (report, json.load, report, json.load...): each ratio is of two runs minutes apart
+        walls: dict = {run: [] for run in runs}
+        for _ in range(args.runs):
+            for run in runs:
+                walls[run].append(measure(run[0], path, run[1]))
+        for (mode, code), rs in walls.items():
+            r = dict(wall_s=statistics.median(x["wall_s"] for x in rs),
+                     peak_rss_mib=statistics.median(x["peak_rss_mib"] for x in rs), runs=[round(x["wall_s"], 2) for x in rs])
+            load = walls.get(("json.load", REPO))
+            r["share"] = statistics.median(x["wall_s"] / j["wall_s"] for x, j in zip(rs, load)) if load else None
             what = {"report": "report --json", "report-rich": "report (rich)", "json.load": "bare json.load"}[mode]
             what += f" ({code.name})" if code != REPO else ""
             rows.append((label, f"{size / 1e6:,.0f} MB", what, r))
-            print(f"{label:10} {what:24} wall {r['wall_s']:.2f} s  peak RSS {r['peak_rss_mib']:,.0f} MiB  runs {r['runs']}",
-                  flush=True)
+            print(f"{label:10} {what:24} wall {r['wall_s']:.2f} s  peak RSS {r['peak_rss_mib']:,.0f} MiB  runs {r['runs']}"
+                  + (f"  of json.load {r['share']:.3f}" if r["share"] is not None else ""), flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}", flush=True)
     t = Table(title=f"common.report benchmark (median of {args.runs} runs, {os.cpu_count()} CPUs)")
     for col in ("input", "JSON size", "what", "wall (s)", "of json.load", "peak RSS (MiB)"):
         t.add_column(col, justify="left" if col in ("input", "what") else "right")
     for label, size, what, r in rows:
-        load = next((x for x in rows if x[0] == label and x[2] == "bare json.load"), None)
-        share = f"{r['wall_s'] / load[3]['wall_s']:.2f}" if load else "-"
+        share = f"{r['share']:.3f}" if r["share"] is not None else "-"
         t.add_row(label, size, what, f"{r['wall_s']:.2f}", share, f"{r['peak_rss_mib']:,.0f}")
     Console().print(t)
     return 0

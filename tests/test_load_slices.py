@@ -17,6 +17,7 @@ import pytest
 
 from common.report import analyze
 from common.report.load import reader as L
+from common.report.load import slices as S
 from common.report.render.json import to_json
 
 from conftest import DATA_TRACES, event
@@ -30,10 +31,10 @@ SLICE = 1 << 16  # 64 KiB: every shared trace of some size is cut many times
 def _report(path, monkeypatch, *, sliced: bool, parallel: bool = False) -> tuple[dict, list]:
     """The report's JSON, and per load the number of slices decoded (empty: the whole text at once)."""
     monkeypatch.setattr(L, "SPLIT_MIN", 1 if sliced else 1 << 62)
-    monkeypatch.setattr(L, "SLICE_BYTES", SLICE)
+    monkeypatch.setattr(S, "SLICE_BYTES", SLICE)
     spans = []
-    real = L._decode_spans
-    monkeypatch.setattr(L, "_decode_spans",
+    real = S._decode_spans
+    monkeypatch.setattr(S, "_decode_spans",
                         lambda data, start, s, **kw: spans.append(len(s)) or real(data, start, s, **kw))
     return to_json(*analyze(path, parallel=parallel)), spans
 
@@ -66,10 +67,10 @@ def test_only_one_slice_of_structs_is_alive_at_a_time(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": ev}, indent=1))
     sizes = []
-    real = L.extract
-    monkeypatch.setattr(L, "extract", lambda complete, memory=(): sizes.append(len(complete)) or real(complete, memory))
+    real = S.extract
+    monkeypatch.setattr(S, "extract", lambda complete, memory=(): sizes.append(len(complete)) or real(complete, memory))
     monkeypatch.setattr(L, "SPLIT_MIN", 1)
-    monkeypatch.setattr(L, "SLICE_BYTES", 1 << 16)
+    monkeypatch.setattr(S, "SLICE_BYTES", 1 << 16)
     sliced = to_json(*analyze(path))
     assert sum(sizes) == len(ev) and len(sizes) > 4 and max(sizes) < len(ev) / 4
     monkeypatch.setattr(L, "SPLIT_MIN", 1 << 62)

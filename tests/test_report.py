@@ -419,12 +419,13 @@ def _force_split(monkeypatch) -> list:
     """Make even a small plain .json take the two-process load; return the list that records each
     split attempt's result (None when the load fell back to one process)."""
     from common.report.load import reader as L
+    from common.report.load import slices as S
 
     monkeypatch.setattr(L, "SPLIT_MIN", 1)
     monkeypatch.setattr(L, "read_bytes", _mmap_always(L))
     seen = []
-    real_split = L._load_split
-    monkeypatch.setattr(L, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
+    real_split = S._load_split
+    monkeypatch.setattr(S, "_load_split", lambda *a: seen.append(r := real_split(*a)) or r)
     return seen
 
 

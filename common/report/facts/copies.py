@@ -55,11 +55,11 @@ def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
     order = np.lexsort((dev.ts, sid))
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    pairs = [(c, g, between) for c in cand.tolist()
-             for g, between in [_gemm_after(m, order, sid, int(rank[c]), c)] if g is not None]
-    if not pairs:
+    copies = cand[_gemm_follows(m, order, sid, rank, cand)].tolist()
+    if not copies:
         return None
-    c, g, between = pairs[0]
+    c = copies[0]
+    g, between = _gemm_after(m, order, sid, int(rank[c]), c)
     chain = []
     if dev.launch[c] >= 0:
         p = int(dev.launch[c])
@@ -68,7 +68,6 @@ def dtod_before_gemm(m: Model) -> Optional[DtodBeforeGemm]:
         while p >= 0 and len(chain) < 5:
             chain.append(m.names[cpu.name[p]])
             p = int(cpu.parent[p])
-    copies = [p[0] for p in pairs]
     byt = dev.bytes[copies]
     return DtodBeforeGemm(tuple(Span(float(dev.ts[i]), float(dev.dur[i])) for i in copies),
                           float(np.nanmedian(byt)) if np.isfinite(byt).any() else None,
@@ -89,6 +88,21 @@ def _gemm_after(m: Model, order: np.ndarray, sid: np.ndarray, at: int, copy: int
             break
         skipped.append(j)
     return None, ()
+
+
+def _gemm_follows(m: Model, order: np.ndarray, sid: np.ndarray, rank: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Per copy of ``cand``: whether :func:`_gemm_after` finds a GEMM, for every copy at once (a step per event
+    looked at after it)."""
+    dev = m.dev
+    found, alive = np.zeros(cand.size, dtype=bool), np.ones(cand.size, dtype=bool)
+    for k in range(1, TINY_SKIPPED + 2):
+        at = rank[cand] + k
+        j = order[np.minimum(at, order.size - 1)]
+        alive &= (at < order.size) & (sid[j] == sid[cand])
+        gemm = alive & (dev.kind[j] == KERNEL) & (dev.category[j] == CATEGORY_CODES["gemm"])
+        found |= gemm
+        alive &= ~gemm & ((dev.kind[j] == MEMSET) | ~(dev.dur[j] >= TINY_SHARE * dev.dur[cand]))
+    return found
 
 
 @dataclass(frozen=True)

@@ -181,20 +181,24 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
 def _no_op(sel: np.ndarray, ts: np.ndarray, dur: np.ndarray, step: np.ndarray, starts: list, walls: list,
            frees: tuple | None) -> list:
     """Per step: (time with no op running on its thread, the longest such stretch, bytes freed in the
-    stretches of LONG_NO_OP_US or more: nan without ``frees``, the (times, bytes) of the memory frees)."""
+    stretches of LONG_NO_OP_US or more: nan without ``frees``, the (times, bytes) of the memory frees).
+    The ops are sorted by (step, start) once; each step's stretches come from a running maximum of ends."""
+    mine = np.flatnonzero(sel)
+    mine = mine[np.lexsort((ts[mine], step[mine]))]
+    bounds = np.searchsorted(step[mine], np.arange(len(starts) + 1))
     out = []
     for i, (start, wall) in enumerate(zip(starts, walls)):
-        mine = np.flatnonzero(sel & (step == i))
-        order = mine[np.argsort(ts[mine], kind="stable")]
-        stretches, edge = [], start
-        for a, d in zip(ts[order].tolist() + [start + wall], dur[order].tolist() + [0.0]):
-            if a > edge:
-                stretches.append((edge, a))
-            edge = max(edge, a + d)
-        lengths = [b - a for a, b in stretches]
+        order = mine[bounds[i]:bounds[i + 1]]
+        at = np.concatenate((ts[order], [start + wall]))
+        edge = np.fmax.accumulate(np.concatenate(([start], ts[order] + dur[order])))  # as max(edge, a + d)
+        open_ = at > edge
+        lengths = at[open_] - edge[open_]
+        long_ = lengths >= LONG_NO_OP_US
         freed = float("nan") if frees is None else float(sum(
-            -frees[1][(frees[0] >= a) & (frees[0] <= b)].sum() for a, b in stretches if b - a >= LONG_NO_OP_US))
-        out.append((float(sum(lengths)), float(max(lengths, default=0.0)), freed))
+            -frees[1][(frees[0] >= a) & (frees[0] <= b)].sum() for a, b in zip(edge[open_][long_].tolist(),
+                                                                                at[open_][long_].tolist())))
+        total = float(np.cumsum(lengths)[-1]) if lengths.size else 0.0  # summed in order, as before
+        out.append((total, float(lengths.max(initial=0.0)), freed))
     return out
 
 

@@ -85,11 +85,12 @@ def op_memory_table(m: Model, devices: tuple | None = None) -> tuple[OpMemoryRow
     processed = _with_ancestors(innermost[innermost >= 0], parent, cpu.n)
     owner = np.where((innermost >= 0) & operator[np.maximum(innermost, 0)], rep[np.maximum(innermost, 0)], -1)
     codes, device_names = devices or device_codes(mem.device_type, mem.device_id)
+    tree = _merged_tree(parent, rep, node, cpu.depth)
     rows = []
     for code, device in enumerate(device_names):
         on_device = codes == code
-        rows += _device_rows(device, owner[on_device], mem.bytes[on_device], parent, rep, node, operator,
-                             processed, cpu.name, cpu.depth, names)
+        rows += _device_rows(device, owner[on_device], mem.bytes[on_device], tree, operator, processed, cpu.name,
+                             names)
     return tuple(sorted(rows, key=lambda r: (r.device, -r.self_allocation_bytes, r.name)))
 
 
@@ -163,24 +164,39 @@ def _with_ancestors(idx: np.ndarray, parent: np.ndarray, n: int) -> np.ndarray:
     return marked
 
 
-def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, parent: np.ndarray, rep: np.ndarray,
-                 node: np.ndarray, operator: np.ndarray, processed: np.ndarray, name: np.ndarray, depth: np.ndarray,
-                 names: tuple) -> list[OpMemoryRow]:
-    n = parent.size
+@dataclass(frozen=True)
+class _MergedTree:
+    """The op tree once the only children of their name are merged: the same for every device."""
+
+    standing: np.ndarray  # per CPU event: a node left once merged
+    parent: np.ndarray  # per CPU event: its merged parent (-1: none)
+    levels: list  # the standing nodes with a parent, one array per depth, deepest first
+
+
+def _merged_tree(parent: np.ndarray, rep: np.ndarray, node: np.ndarray, depth: np.ndarray) -> _MergedTree:
+    standing = node & (rep == np.arange(parent.size))
+    merged_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
+    return _MergedTree(standing, merged_parent, by_depth(np.flatnonzero(standing & (merged_parent >= 0)), depth)[::-1])
+
+
+def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, tree: _MergedTree, operator: np.ndarray,
+                 processed: np.ndarray, name: np.ndarray, names: tuple) -> list[OpMemoryRow]:
+    n = tree.parent.size
     kept = owner >= 0
     alloc = kept & (nbytes > 0)
     own = np.stack([np.bincount(owner[kept], weights=nbytes[kept], minlength=n),
                     np.bincount(owner[alloc], minlength=n).astype(np.float64),
                     np.bincount(owner[alloc], weights=nbytes[alloc], minlength=n)])
     total = own.copy()
-    standing = node & (rep == np.arange(n))  # the nodes left once the only children of their name are merged
-    merged_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
-    for c in by_depth(np.flatnonzero(standing & (merged_parent >= 0)), depth)[::-1]:  # children, then parents
+    standing, merged_parent = tree.standing, tree.parent
+    active = _with_ancestors(owner[kept], merged_parent, n)  # the rest have nothing to carry up
+    for c in tree.levels:  # children, then parents
+        c = c[active[c]]
         for figure in total:
             np.add.at(figure, merged_parent[c], figure[c])
     walked = standing & operator & ((merged_parent < 0) | processed[np.maximum(merged_parent, 0)])
     calls = np.bincount(name[walked], minlength=len(names))
-    ops = np.flatnonzero(standing & operator)
+    ops = np.flatnonzero(standing & operator & active)  # the others' figures are all zero
     by_name = np.array([np.bincount(name[ops], weights=figure[ops], minlength=len(names))
                         for figure in (*own, *total)])  # self increase, count, size; the same with the children
     rows = []

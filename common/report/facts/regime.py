@@ -96,20 +96,20 @@ def regime_of(m: Model, roofline: Optional[Roofline]) -> Optional[Regime]:
 
 
 def _class_times(m: Model, in_step: np.ndarray) -> tuple[float, float, float]:
-    """Device time in the steps: matrix, memory, other."""
+    """Device time in the steps: matrix, memory, other (each (name, kind) pair classed once)."""
     dev = m.dev
-    codes = {}
-    for nid in np.unique(dev.name[in_step]).tolist():
-        name = m.names[nid]
-        codes[nid] = 0 if trace_names.kernel_category(name) in MATRIX_CATEGORIES else None
-    klass = np.full(dev.n, 2, dtype=np.int8)
-    for i in np.flatnonzero(in_step).tolist():
-        if dev.kind[i] == KERNEL and codes.get(int(dev.name[i])) == 0:
-            klass[i] = 0
-        elif memory_class(m.names[dev.name[i]], int(dev.kind[i])):
-            klass[i] = 1
-    sums = np.bincount(klass[in_step], weights=dev.dur[in_step], minlength=3)
+    key = dev.name[in_step].astype(np.int64) * 256 + dev.kind[in_step].astype(np.int64)
+    pairs, at = np.unique(key, return_inverse=True)
+    pair_class = np.array([_class_of(m.names[p // 256], p % 256) for p in pairs.tolist()], dtype=np.int8)
+    sums = np.bincount(pair_class[at], weights=dev.dur[in_step], minlength=3)
     return float(sums[0]), float(sums[1]), float(sums[2])
+
+
+def _class_of(name: str, kind: int) -> int:
+    """0 for a matrix kernel, 1 for memory work (:func:`memory_class`), 2 for the rest."""
+    if kind == KERNEL and trace_names.kernel_category(name) in MATRIX_CATEGORIES:
+        return 0
+    return 1 if memory_class(name, kind) else 2
 
 
 def _matrix_row(roofline: Optional[Roofline]) -> Optional[Judged]:

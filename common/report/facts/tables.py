@@ -25,6 +25,7 @@ from common.report.facts.header import Header, gpu_of_trace, header_of
 from common.report.facts.kernel_sources import kernel_sources
 from common.report.facts.kernels import category_table, kernel_table
 from common.report.facts.memory import Memory, memory_of
+from common.report.facts.memory_ops import by_depth
 from common.report.facts.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                          Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.facts.outside import LaunchedOutside, launched_outside
@@ -207,7 +208,7 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
     dev = m.dev
     counts = dict(kernels=int((dev.kind == KERNEL).sum()), memcpys=int((dev.kind == MEMCPY).sum()),
                   memsets=int((dev.kind == MEMSET).sum()), launches_correlated=int((dev.launch >= 0).sum()),
-                  streams=len({(d, s) for d, s in zip(dev.device.tolist(), dev.stream)}))
+                  streams=len(set(zip(dev.device.tolist(), dev.stream))))
     if not m.has_gpu:
         return GpuNumbers(**dict.fromkeys(GPU_TIME_FIELDS), **counts)
     communication = m.name_mask(lambda s: trace_names.kernel_category(s) == "communication")[dev.name] & \
@@ -431,9 +432,8 @@ def _launched_below(m: Model) -> tuple[np.ndarray, np.ndarray]:
     linked = dev.launch >= 0
     time += np.bincount(dev.launch[linked], weights=dev.dur[linked], minlength=cpu.n)
     count += np.bincount(dev.launch[linked], minlength=cpu.n)
-    depth, parent = cpu.depth, cpu.parent
-    for level in range(int(depth.max(initial=0)), 0, -1):  # children before parents
-        rows = np.flatnonzero((depth == level) & (parent >= 0))
-        time += np.bincount(parent[rows], weights=time[rows], minlength=cpu.n)
-        count += np.bincount(parent[rows], weights=count[rows], minlength=cpu.n)
+    for rows in by_depth(np.flatnonzero(cpu.parent >= 0), cpu.depth)[::-1]:  # children before parents
+        up, at = np.unique(cpu.parent[rows], return_inverse=True)
+        time[up] += np.bincount(at, weights=time[rows], minlength=up.size)
+        count[up] += np.bincount(at, weights=count[rows], minlength=up.size)
     return time, count

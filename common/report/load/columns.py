@@ -11,7 +11,8 @@ names of collectives' events; it knows nothing of steps, trees or rules.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from operator import attrgetter
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_not
 from types import SimpleNamespace
 from typing import Optional
 
@@ -120,13 +121,16 @@ class Columns:
         return np.flatnonzero((self.group >= Group.KERNEL) & (self.group <= Group.MEMSET))
 
 
-def factorize(values) -> tuple[np.ndarray, list]:
-    """(ids, uniques): ``uniques[ids[i]] == values[i]``, uniques in order of first appearance."""
-    index = dict.fromkeys(values)
-    uniques = list(index)
-    for i, key in enumerate(uniques):
-        index[key] = i
-    return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), uniques
+def factorize(values, size: Optional[int] = None) -> tuple[np.ndarray, list]:
+    """(ids, uniques): ``uniques[ids[i]] == values[i]``, uniques in order of first appearance. One pass
+    over ``values`` (a sequence, or an iterable of ``size`` values): each value's first position, then those
+    positions made dense."""
+    size = len(values) if size is None else size
+    index: dict = {}
+    first = np.fromiter(map(index.setdefault, values, count()), np.int64, size)
+    dense = np.empty(size, dtype=np.int64)
+    dense[np.fromiter(index.values(), np.int64, len(index))] = np.arange(len(index))
+    return dense[first], list(index)
 
 
 def printable_keys(ids: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
@@ -146,10 +150,15 @@ def _printable_id(value):
 def id_array(values, default: int = -1) -> tuple[np.ndarray, int]:
     """Integer ids from a list that may hold None, strings or odd values (-> ``default``), and how
     many were numbers too large to be ids (beyond ``EXACT_ID_LIMIT``, also -> ``default``)."""
-    try:
-        as_float = np.array(values, dtype=np.float64)  # None -> NaN
-    except (TypeError, ValueError, OverflowError):
-        as_float = np.array([_number_or_nan(v) for v in values], dtype=np.float64)
+    if set(map(type, values)) <= {int}:  # the common case: integers, read as such (faster than as floats)
+        try:
+            as_int = np.fromiter(values, np.int64, len(values))
+        except OverflowError:
+            as_int = None
+        if as_int is not None:
+            usable = (as_int > -EXACT_ID_LIMIT) & (as_int < EXACT_ID_LIMIT)  # (np.abs of int64's least is negative)
+            return np.where(usable, as_int, default), int((~usable).sum())
+    as_float = float_array(values)  # None -> NaN
     usable = np.isfinite(as_float) & (np.abs(as_float) < EXACT_ID_LIMIT)
     too_large = int((np.isinf(as_float) | (np.isfinite(as_float) & ~usable)).sum())
     ids = np.full(as_float.size, default, dtype=np.int64)
@@ -158,9 +167,9 @@ def id_array(values, default: int = -1) -> tuple[np.ndarray, int]:
 
 
 def float_array(values) -> np.ndarray:
-    """Floats from a list that may hold None or odd values (both -> NaN)."""
+    """Floats from a sequence that may hold None or odd values (both -> NaN)."""
     try:
-        return np.array(values, dtype=np.float64)
+        return np.fromiter(values, np.float64, len(values))  # None -> NaN, as np.array does
     except (TypeError, ValueError, OverflowError):
         return np.array([_number_or_nan(v) for v in values], dtype=np.float64)
 
@@ -179,6 +188,38 @@ def _number_or_nan(value) -> float:
 
 def grid_product(values) -> np.ndarray:
     """Product of grid dimensions ([x, y, z]) per event: the blocks launched; NaN where absent or odd."""
+    kinds = set(map(type, values))
+    if kinds <= {list, type(None)}:  # the common case, in a few C passes: triples of numbers, or None
+        given = np.fromiter(map(is_not, values, repeat(None)), bool, len(values)) if type(None) in kinds else None
+        triples = values if given is None else list(compress(values, given))
+        product = _triples_product(triples)
+        if product is not None:
+            if given is None:
+                return product
+            out = np.full(len(values), np.nan)
+            out[given] = product
+            return out
+    return _grid_product_slowly(values)
+
+
+def _triples_product(values: list) -> Optional[np.ndarray]:
+    """x * y * z of each [x, y, z] of integers; None where one is not a triple of integers, or a product is
+    beyond exact floats (the general path then says what each is)."""
+    if not set(map(len, values)) <= {3}:
+        return None
+    flat = list(chain.from_iterable(values))
+    if not set(map(type, flat)) <= {int}:
+        return None
+    try:
+        dims = np.fromiter(flat, np.int64, len(flat)).reshape(-1, 3).astype(np.float64)  # (from ints: fast)
+    except OverflowError:
+        return None
+    product = dims[:, 0] * dims[:, 1] * dims[:, 2]
+    exact = (np.abs(dims) < EXACT_ID_LIMIT).all() and (np.abs(product) < EXACT_ID_LIMIT).all()
+    return product if exact else None
+
+
+def _grid_product_slowly(values) -> np.ndarray:
     try:
         return np.array([(v[0] * v[1] * v[2] if v.__class__ is list and len(v) == 3 else None) for v in values],
                         dtype=np.float64)
@@ -194,44 +235,66 @@ def grid_product(values) -> np.ndarray:
 def extract(events: list, memory: list = ()) -> Columns:
     """Columns from decoded complete events (structs with name, cat, ts, dur, pid, tid, args) and
     ``[memory]`` instant events (ts, tid, args with bytes, totals, addr, device)."""
-    count = len(events)
-    group = np.fromiter(map(GROUP_OF_CATEGORY.__getitem__, map(attrgetter("cat"), events)), np.int8, count)
-    name, names = printable_keys(*factorize(list(map(attrgetter("name"), events))))
-
-    def pick(rows: np.ndarray) -> list:
-        return list(map(events.__getitem__, rows.tolist()))
-
-    cpu_events = pick(np.flatnonzero(group <= Group.PYTHON))
-    thread, threads = printable_keys(*factorize(list(map(attrgetter("tid"), cpu_events))))
-    corr = np.full(len(cpu_events), -1, dtype=np.int64)
-    runtime = np.flatnonzero(group[group <= Group.PYTHON] == Group.RUNTIME)
-    corr[runtime], bad_corr = id_array(_args_field(map(cpu_events.__getitem__, runtime.tolist()), "correlation"))
-    op_shapes = _op_shapes(cpu_events, name[group <= Group.PYTHON], group[group <= Group.PYTHON], names)
-    del cpu_events
-
+    n = len(events)
+    group = np.fromiter(map(GROUP_OF_CATEGORY.__getitem__, map(attrgetter("cat"), events)), np.int8, n)
+    name, names = printable_keys(*factorize(map(attrgetter("name"), events), n))
+    on_cpu = group <= Group.PYTHON
     on_device = (group >= Group.KERNEL) & (group <= Group.MEMSET)
-    device_events = pick(np.flatnonzero(on_device))
-    args = dict(zip(LAUNCH_ARGS, zip(*_args_field(device_events, LAUNCH_ARGS)))) or {a: () for a in LAUNCH_ARGS}
-    dev_corr, bad_dev_corr = id_array(args["correlation"])
-    dev_device, bad_device = id_array(list(map(attrgetter("pid"), device_events)))
-    columns = Columns(
-        group=group, ts=np.fromiter(map(attrgetter("ts"), events), np.float64, count),
-        dur=np.fromiter(map(attrgetter("dur"), events), np.float64, count), name=name, names=names,
-        thread=thread, threads=threads, corr=corr, op_shapes=op_shapes,
-        dev_corr=dev_corr, dev_device=dev_device, dev_stream=list(map(_printable_id, map(attrgetter("tid"), device_events))),
-        dev_blocks=grid_product(args["grid"]), dev_blocks_per_sm=float_array(args["blocks_per_sm"]),
-        dev_threads=grid_product(args["block"]),
-        dev_occupancy=float_array(args["occupancy"]), dev_registers=float_array(args["registers"]),
-        dev_shared_memory=float_array(args["shared_memory"]), dev_bytes=float_array(args["bytes"]),
-        gpu_annotations=[(printable(e.name), e.ts, e.dur) for e in pick(np.flatnonzero(group == Group.GPU_ANNOTATION))],
+    cpu = _cpu_columns(_pick(events, on_cpu), group[on_cpu], name[on_cpu], names)
+    device_events = _pick(events, on_device)
+    device = _device_columns(device_events)
+    bad_ids = cpu.pop("bad_ids") + device.pop("bad_ids")
+    return Columns(
+        group=group, ts=np.fromiter(map(attrgetter("ts"), events), np.float64, n),
+        dur=np.fromiter(map(attrgetter("dur"), events), np.float64, n), name=name, names=names,
+        **cpu, **device,
+        gpu_annotations=[(printable(e.name), e.ts, e.dur) for e in _pick(events, group == Group.GPU_ANNOTATION)],
         overheads=[(printable(e.name), e.ts, e.dur, _printable_id(e.pid), _printable_id(e.tid))
-                   for e in pick(np.flatnonzero(group == Group.OVERHEAD))],
+                   for e in _pick(events, group == Group.OVERHEAD)],
         **_memory_columns(memory),
         collectives=_collective_events(events, group, name, names),
         dev_msg_bytes=_nccl_kernel_bytes(device_events, group[on_device], name[on_device], names),
-        ids_out_of_range=bad_corr + bad_dev_corr + bad_device,
+        ids_out_of_range=bad_ids,
     )
-    return columns
+
+
+def _pick(events: list, rows: np.ndarray) -> list:
+    """The events where the boolean ``rows`` holds, in order (a few: by index; many: in one C pass)."""
+    where = np.flatnonzero(rows)
+    if where.size < len(events) // 16:
+        return list(map(events.__getitem__, where.tolist()))
+    return list(compress(events, rows.tolist()))
+
+
+def _cpu_columns(cpu_events: list, group: np.ndarray, name: np.ndarray, names: list) -> dict:
+    """The columns of the CPU events: thread, corr (runtime calls'), op_shapes; ``bad_ids``: ids out of range."""
+    thread, threads = printable_keys(*factorize(map(attrgetter("tid"), cpu_events), len(cpu_events)))
+    corr = np.full(len(cpu_events), -1, dtype=np.int64)
+    runtime = group == Group.RUNTIME
+    corr[runtime], bad_ids = id_array(_args_field(_pick(cpu_events, runtime), "correlation"))
+    return dict(thread=thread, threads=threads, corr=corr, op_shapes=_op_shapes(cpu_events, name, group, names),
+                bad_ids=bad_ids)
+
+
+def _device_columns(device_events: list) -> dict:
+    """The ``dev_*`` columns but dev_msg_bytes, from the events' pid, tid and launch arguments, a pass per field."""
+    args = list(map(attrgetter("args"), device_events))
+    if type(None) in set(map(type, args)):
+        args = [_NO_ARGS if a is None else a for a in args]
+
+    def arg(field: str) -> list:
+        return list(map(attrgetter(field), args))
+
+    dev_corr, bad_corr = id_array(arg("correlation"))
+    dev_device, bad_device = id_array(list(map(attrgetter("pid"), device_events)))
+    streams = list(map(attrgetter("tid"), device_events))
+    return dict(
+        dev_corr=dev_corr, dev_device=dev_device,
+        dev_stream=streams if set(map(type, streams)) <= {int} else list(map(_printable_id, streams)),
+        dev_blocks=grid_product(arg("grid")), dev_blocks_per_sm=float_array(arg("blocks_per_sm")),
+        dev_threads=grid_product(arg("block")), dev_occupancy=float_array(arg("occupancy")),
+        dev_registers=float_array(arg("registers")), dev_shared_memory=float_array(arg("shared_memory")),
+        dev_bytes=float_array(arg("bytes")), bad_ids=bad_corr + bad_device)
 
 
 _NAN = float("nan")
@@ -352,7 +415,7 @@ def merge(*parts: Columns) -> Columns:
         if isinstance(values[0], np.ndarray):
             joined[name] = np.concatenate(values)
         elif isinstance(values[0], list):
-            joined[name] = [v for value in values for v in value]
+            joined[name] = list(chain.from_iterable(values))
         else:
             joined[name] = sum(values)  # the counts
     joined["names"], joined["threads"] = names, threads

@@ -25,6 +25,7 @@ from common.report.model import names as trace_names
 from common.report.load.columns import Columns, Group
 from common.report.load.inputs import shorten
 from common.report.model.lanes import CpuLane, DeviceLane, MemoryLane
+from common.report.model.lane_order import lane_order
 from common.report.load.reader import Loaded
 from common.report.model.memory_plausible import drop_implausible_memory
 from common.report.model.plausible import drop_impossible, sane_device_properties
@@ -225,7 +226,7 @@ def _cpu_lane(c: Columns, t0: float, steps) -> tuple[CpuLane, list[str]]:
     rows = c.cpu_rows
     kind = np.array([OP, ANNOTATION, RUNTIME, PYTHON], dtype=np.int8)[c.group[rows]]
     ts, dur, name, thread, corr = c.ts[rows] - t0, c.dur[rows], c.name[rows], c.thread, c.corr
-    order = np.lexsort((-dur, ts, thread))
+    order = lane_order(ts, dur, thread)  # np.lexsort((-dur, ts, thread)), faster
     kind, ts, dur, name, thread, corr, shapes = (a[order] for a in (kind, ts, dur, name, thread, corr, c.op_shapes))
     end, parent, depth, cut = _nested_tree(ts, ts + dur, thread, kind == PYTHON)
     dur = end - ts
@@ -291,8 +292,9 @@ def call_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> tuple[np.n
         e = np.maximum(end[a:b], t + 1e-6)  # zero-length events end after they start
         d = np.maximum(np.arange(b - a) - np.searchsorted(np.sort(e), t, side="right"), 0)
         depth[a:b] = d
-        pos = np.arange(b - a)
-        by_level = [pos[d == level] for level in range(int(d.max()) + 1)]
+        by_depth = np.argsort(d, kind="stable")  # each level's positions, ascending
+        cuts = np.searchsorted(d[by_depth], np.arange(int(d.max()) + 2))
+        by_level = [by_depth[cuts[level]:cuts[level + 1]] for level in range(int(d.max()) + 1)]
         for level in range(1, len(by_level)):
             up, here = by_level[level - 1], by_level[level]
             if not here.size:
@@ -392,9 +394,11 @@ def _categories(kind: np.ndarray, name: np.ndarray, names: list, launch: np.ndar
     category = np.zeros(name.size, dtype=np.int64)
     kernels = kind == KERNEL
     if kernels.any():  # once per (name, launch call) pair
-        pairs, inverse = np.unique(np.stack((name[kernels], launch_name[kernels]), axis=1), axis=0, return_inverse=True)
-        codes = np.array([CATEGORY_CODES[trace_names.jit_category(names[n], names[via] if via >= 0 else "")]
-                          for n, via in pairs.tolist()], dtype=np.int64)
+        width = len(names) + 1  # one key per pair: name, then launch name + 1 (-1: none)
+        pairs, inverse = np.unique(name[kernels] * width + (launch_name[kernels] + 1), return_inverse=True)
+        codes = np.array([CATEGORY_CODES[trace_names.jit_category(names[n // width], names[n % width - 1]
+                                                                  if n % width else "")]
+                          for n in pairs.tolist()], dtype=np.int64)
         category[kernels] = codes[inverse.reshape(-1)]
     return np.where(kind == MEMCPY, CATEGORY_CODES["memcpy"],
                     np.where(kind == MEMSET, CATEGORY_CODES["memset"], category))

@@ -152,8 +152,8 @@ def drop_impossible_shapes(columns: Columns) -> tuple[Columns, list[str]]:
     """The columns without the ``Input Dims`` no tensor has (a size of 2^63 or more: torch's sizes are
     int64), and a note naming the ops whose shapes were ignored (the roofline leaves those calls out)."""
     shapes = columns.op_shapes
-    bad = [i for i, s in enumerate(shapes.tolist())
-           if s is not None and any(n >= MAX_DIM for d in s.dims for n in d)]
+    given = np.flatnonzero(shapes)  # the calls with shapes: an OpShapes is true, None is not
+    bad = [i for i, s in zip(given.tolist(), shapes[given].tolist()) if any(n >= MAX_DIM for d in s.dims for n in d)]
     if not bad:
         return columns, []
     cleared = shapes.copy()

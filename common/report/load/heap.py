@@ -1,0 +1,32 @@
+"""For the command line only: keep freed memory in the process instead of giving it back at each free.
+
+A big trace's stages make and drop many temporary numpy arrays of tens of MB. glibc's ``malloc`` serves
+each from a fresh ``mmap`` and unmaps it on free, so every array's pages are faulted in (and zeroed by the
+kernel) again: about a third of the model's and the tables' CPU time on the 12-fold benchmark input
+(``benchmarks/README.md``). With ``mmap`` off for ``malloc`` and the heap's top never trimmed, a freed
+array's pages serve the next one. Peak memory is the heap's high-water mark, about what it was (+2 % there).
+A library caller (``analyze()`` inside a torch program) keeps its allocator as it was: only
+:func:`common.report.cli.main.run` from the shell calls :func:`keep_freed_memory`. A no-op off glibc."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_MAX = -4
+_NEVER_TRIM = 2**31 - 1  # mallopt takes an int
+
+
+def keep_freed_memory() -> bool:
+    """Switch glibc's ``malloc`` to reuse freed memory (see the module's docstring); whether it took."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, _NEVER_TRIM))
