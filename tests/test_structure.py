@@ -327,3 +327,10 @@ def test_renderers_reach_no_verdict_of_a_comparison(path):
     judging = {m for m in reachable(GRAPH, _module_name(path)) | GRAPH[_module_name(path)]
                if m.startswith("common.report.compare.") and m != "common.report.compare.rows"}
     assert not judging, judging
+
+
+def test_no_module_in_common_over_450_lines():
+    """Issue 29: modules of one job and a few hundred lines, everywhere in common/ (the lessons' helpers too)."""
+    sizes = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in COMMON.rglob("*.py")}
+    assert len(sizes) > 100
+    assert not {name: n for name, n in sizes.items() if n > 450}
