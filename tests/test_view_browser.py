@@ -19,6 +19,7 @@ from conftest import REPO, command_env, free_port, module_command, run_module, r
 from h100 import h100_trace
 from test_view import Viewer
 
+from common.commands import display_path
 from common.report import analyze
 from common.report.render.timeline_links import finding_window
 from common.view import QUIET_S
@@ -229,8 +230,9 @@ def test_lesson_trace_on_the_offline_timeline(page, tmp_path):
                      trace_dir=tmp_path / "run")
     trace = trace_of(run)
     annotated = next(run.trace_dir.glob("*.annotated.json"))
-    assert "open it in Perfetto, offline" in run.stdout and f"uv run -m common.view {trace}" in run.stdout
-    assert f"open it: uv run -m common.view {annotated}" in " ".join(run.stdout.split())
+    shown = partial(display_path, start=run.cwd)  # as the console writes a path: relative where that is shorter
+    assert "open it in Perfetto, offline" in run.stdout and f"uv run -m common.view {shown(trace)}" in run.stdout
+    assert f"open it: uv run -m common.view {shown(annotated)}" in " ".join(run.stdout.split())
     view = Timeline(page, trace)
     try:
         assert view.link == f"http://127.0.0.1:{view.port}/#!/?url=http://127.0.0.1:{view.port}/{trace.name}"
@@ -258,5 +260,6 @@ def test_h100_trace_on_the_offline_timeline(page, tmp_path):
         view.stop()
     annotated = tmp_path / "attn.annotated.json.gz"
     proc = run_module("common.report", trace, "--short", "--annotate", annotated, "--html", tmp_path / "report.html")
-    assert proc.returncode == 0 and f"open it: uv run -m common.view {annotated}" in proc.stderr, proc.stderr
+    said = f"open it: uv run -m common.view {display_path(annotated, REPO)}"  # relative where that is shorter
+    assert proc.returncode == 0 and said in proc.stderr, proc.stderr
     open_at_a_finding(page, tmp_path, trace, annotated, (tmp_path / "report.html").read_text())
