@@ -46,3 +46,13 @@ def test_the_python_call_that_closes_a_range_is_cut_at_the_ranges_end_however_lo
     end = np.array([160.0, 100.0, 194.0])
     ends, parent, _, cut = _nested_tree(ts, end.copy(), np.zeros(3, dtype=np.int64), np.array([False, False, True]))
     assert list(ends) == [160.0, 100.0, 160.0] and list(parent) == [-1, 0, 0] and cut == 1
+
+
+def test_the_time_around_the_ops_names_the_python_tracer_where_it_ran():
+    from common.report.pipeline import analyze
+
+    plain = REPO / "tests/data/lessons_cpu/03_simple_mlp/2x16x64x256_bf16_warm_compile.json.gz"
+    for path, said in ((STACK, True), (plain, False)):
+        _, findings = analyze(path)
+        (bound,) = [f for f in findings if f.rule == "overhead_bound"]
+        assert ("Python tracer's own time (with_stack)" in bound.message) is said, bound.message

@@ -5,6 +5,7 @@ for what it is (dispatch, or stretches with no op running)."""
 from __future__ import annotations
 
 from common.report.facts.cpu_work import LONG_NO_OP_US
+from common.report.model.build import PYTHON
 from common.report.rules.judge import first_step, steady_work
 from common.report.facts.steadiness import COLD, PROFILER
 from common.report.facts.tables import Tables
@@ -31,11 +32,13 @@ def dispatch_text(t: Tables, n: int = 3) -> str:
 
 
 def around(t: Tables) -> str:
-    """What the time around the compute ops is: dispatch (µs between ops), or, where stretches of a
-    millisecond or more run no op at all (big tensors freed, Python), that, named as such."""
+    """What the time around the compute ops is: dispatch (µs between ops; with the Python tracer's events
+    in the trace, with_stack, their own cost is part of it), or, where stretches of a millisecond or more run
+    no op at all (big tensors freed, Python), that, named as such."""
     w = steady_work(t)
     if w.median_longest_no_op_us < LONG_NO_OP_US:
-        return "dispatch around them"
+        return "dispatch around them" + (" and the Python tracer's own time (with_stack)"
+                                         if (t.model.cpu.kind == PYTHON).any() else "")
     freed = w.median_freed_in_stretches
     what = ("Python between ops, or freeing large tensors: --profile-memory shows the frees" if freed != freed else
             f"{freed / 1e6:,.0f} MB freed in them: releasing memory" if freed > 0 else "no memory freed in them")
