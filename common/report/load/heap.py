@@ -4,9 +4,10 @@ A big trace's stages make and drop many temporary numpy arrays of tens of MB. gl
 each from a fresh ``mmap`` and unmaps it on free, so every array's pages are faulted in (and zeroed by the
 kernel) again: about a third of the model's and the tables' CPU time on the 12-fold benchmark input
 (``benchmarks/README.md``). With ``mmap`` off for ``malloc`` and the heap's top never trimmed, a freed
-array's pages serve the next one. Peak memory is the heap's high-water mark, about what it was (+2 % there).
-A library caller (``analyze()`` inside a torch program) keeps its allocator as it was: only
-:func:`common.report.cli.main.run` from the shell calls :func:`keep_freed_memory`. A no-op off glibc."""
+array's pages serve the next one. Peak memory is the heap's high-water mark, about what it was on a big
+trace (+2 % on the 12-fold input) but more on a small one (the gzipped original: 167 -> 224 MiB), so
+:func:`~.reader.load` switches it on for a big text on the command line only (``parallel``, the text it
+slices); a library caller (``analyze()`` inside a torch program) keeps its allocator as it was. A no-op off glibc."""
 
 from __future__ import annotations
 
