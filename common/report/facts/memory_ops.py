@@ -102,8 +102,13 @@ def present(values: np.ndarray) -> np.ndarray:
 
 def by_depth(idx: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
     """``idx`` (ascending) in groups of one depth each, shallowest first, each group in ascending order."""
-    idx = idx[np.argsort(depth[idx], kind="stable")]
+    idx = idx[np.argsort(small_ints(depth[idx]), kind="stable")]
     return np.split(idx, np.flatnonzero(np.diff(depth[idx])) + 1) if idx.size else []
+
+
+def small_ints(values: np.ndarray) -> np.ndarray:
+    """Depths as int16 where they fit (numpy's stable sort of 16-bit integers is a radix sort, 5x faster)."""
+    return values.astype(np.int16) if values.size and 0 <= values.min() and values.max() < 2**15 else values
 
 
 def _node_parents(parent: np.ndarray, node: np.ndarray, max_depth: int) -> np.ndarray:
