@@ -45,7 +45,7 @@ from common.report.load.read import read_bytes, start_of_json
 from common.report.load.heap import keep_freed_memory
 from common.report.load.slices import load_sliced
 
-SPLIT_MIN = 64 << 20  # JSON text this big is decoded a slice at a time; a plain file, by two processes, half each
+SPLIT_MIN = 64 << 20  # JSON text this big is decoded a slice at a time; a plain file, by two processes
 MAX_META_DEPTH = 32  # trace-level metadata nested deeper than this is dropped (no real trace nests so)
 
 
