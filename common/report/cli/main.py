@@ -17,11 +17,9 @@ def run(argv=None, from_shell: bool = False) -> int:
     """The command on ``argv``: its exit status (bad input: one ``error:`` line, exit 2)."""
     args = parse_args(argv)
     if from_shell:
-        from common.report.load.heap import keep_freed_memory
         from common.report.load.reader import keep_decoded_until_exit
 
         keep_decoded_until_exit()  # the process leaves with os._exit: nothing decoded is freed one by one
-        keep_freed_memory()  # a freed array's pages serve the next one, not faulted in again
     for line in ignored_flags(args):
         print(f"note: {line}", file=sys.stderr)
     check_outputs(args)

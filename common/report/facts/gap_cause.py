@@ -98,16 +98,12 @@ def _busy(m: Model, sel: np.ndarray, start: float, end: float) -> tuple:
     if not sel.size:
         return ()
     overlap = np.minimum(cpu.end[sel], end) - np.maximum(cpu.ts[sel], start)
-    inside = dict(zip(sel.tolist(), overlap.tolist()))
-    child_overlap: dict[int, float] = {}
-    for i in sel.tolist():
-        p = int(cpu.parent[i])
-        if p in inside:
-            child_overlap[p] = child_overlap.get(p, 0.0) + inside[i]
-    own = {i: inside[i] - child_overlap.get(i, 0.0) for i in inside}
-    named: dict[str, float] = {}
-    for i, us in own.items():
-        if us > 0.0:
-            key = m.names[int(cpu.name[i])]
-            named[key] = named.get(key, 0.0) + us
-    return tuple(sorted(((n, float(us)) for n, us in named.items()), key=lambda x: -x[1])[:SHOWN])
+    up = np.minimum(np.searchsorted(sel, cpu.parent[sel]), sel.size - 1)  # each event's parent's place in sel
+    has_up = sel[up] == cpu.parent[sel]
+    child_overlap = np.bincount(up[has_up], weights=overlap[has_up], minlength=sel.size)  # summed in sel's order
+    own = overlap - child_overlap
+    kept = own > 0.0
+    ids, first, which = np.unique(cpu.name[sel][kept], return_index=True, return_inverse=True)
+    us = np.bincount(which.reshape(-1), weights=own[kept], minlength=ids.size)
+    named = [(m.names[int(ids[k])], float(us[k])) for k in np.argsort(first, kind="stable").tolist()]  # by first seen
+    return tuple(sorted(named, key=lambda x: -x[1])[:SHOWN])

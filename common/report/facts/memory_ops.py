@@ -102,8 +102,13 @@ def present(values: np.ndarray) -> np.ndarray:
 
 def by_depth(idx: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
     """``idx`` (ascending) in groups of one depth each, shallowest first, each group in ascending order."""
-    idx = idx[np.argsort(depth[idx], kind="stable")]
+    idx = idx[np.argsort(small_ints(depth[idx]), kind="stable")]
     return np.split(idx, np.flatnonzero(np.diff(depth[idx])) + 1) if idx.size else []
+
+
+def small_ints(values: np.ndarray) -> np.ndarray:
+    """Depths as int16 where they fit (numpy's stable sort of 16-bit integers is a radix sort, 5x faster)."""
+    return values.astype(np.int16) if values.size and 0 <= values.min() and values.max() < 2**15 else values
 
 
 def _node_parents(parent: np.ndarray, node: np.ndarray, max_depth: int) -> np.ndarray:
@@ -181,23 +186,28 @@ def _merged_tree(parent: np.ndarray, rep: np.ndarray, node: np.ndarray, depth: n
 
 def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, tree: _MergedTree, operator: np.ndarray,
                  processed: np.ndarray, name: np.ndarray, names: tuple) -> list[OpMemoryRow]:
-    n = tree.parent.size
+    """The device's rows. Only the nodes that hold an event or are above one carry figures (the others' are
+    zero): they are numbered 0..k-1 in lane order (``held``), and every sum runs over them in that order."""
+    merged_parent, standing = tree.parent, tree.standing
     kept = owner >= 0
     alloc = kept & (nbytes > 0)
-    own = np.stack([np.bincount(owner[kept], weights=nbytes[kept], minlength=n),
-                    np.bincount(owner[alloc], minlength=n).astype(np.float64),
-                    np.bincount(owner[alloc], weights=nbytes[alloc], minlength=n)])
+    active = _with_ancestors(owner[kept], merged_parent, merged_parent.size)
+    held = np.flatnonzero(active)
+    at_owner = np.searchsorted(held, owner)
+    own = np.stack([np.bincount(at_owner[kept], weights=nbytes[kept], minlength=held.size),
+                    np.bincount(at_owner[alloc], minlength=held.size).astype(np.float64),
+                    np.bincount(at_owner[alloc], weights=nbytes[alloc], minlength=held.size)])
     total = own.copy()
-    standing, merged_parent = tree.standing, tree.parent
-    active = _with_ancestors(owner[kept], merged_parent, n)  # the rest have nothing to carry up
     for c in tree.levels:  # children, then parents
         c = c[active[c]]
+        child, up = np.searchsorted(held, c), np.searchsorted(held, merged_parent[c])
         for figure in total:
-            np.add.at(figure, merged_parent[c], figure[c])
+            np.add.at(figure, up, figure[child])
     walked = standing & operator & ((merged_parent < 0) | processed[np.maximum(merged_parent, 0)])
     calls = np.bincount(name[walked], minlength=len(names))
-    ops = np.flatnonzero(standing & operator & active)  # the others' figures are all zero
-    by_name = np.array([np.bincount(name[ops], weights=figure[ops], minlength=len(names))
+    ops = np.flatnonzero(standing & operator & active)
+    at_ops = np.searchsorted(held, ops)
+    by_name = np.array([np.bincount(name[ops], weights=figure[at_ops], minlength=len(names))
                         for figure in (*own, *total)])  # self increase, count, size; the same with the children
     rows = []
     for k in np.flatnonzero((by_name != 0).any(axis=0)).tolist():

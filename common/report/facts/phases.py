@@ -174,7 +174,7 @@ def annotation_calls(m: Model, names) -> dict:
     for name in names:
         if name in m.names:
             hits = np.flatnonzero((cpu.name == m.names.index(name)) & (cpu.kind == ANNOTATION))
-            out[name] = tuple(Span(float(cpu.ts[i]), float(cpu.dur[i])) for i in hits.tolist())
+            out[name] = tuple(map(Span, cpu.ts[hits].tolist(), cpu.dur[hits].tolist()))
     return out
 
 

@@ -42,9 +42,10 @@ from common.report.load.events import Schema, complete_events, memory_events
 from common.report.load.inputs import DEFAULT_MAX_BYTES, shorten
 from common.report.load.lenient import json_error, lenient_decode
 from common.report.load.read import read_bytes, start_of_json
+from common.report.load.heap import keep_freed_memory
 from common.report.load.slices import load_sliced
 
-SPLIT_MIN = 64 << 20  # JSON text this big is decoded a slice at a time; a plain file, by two processes, half each
+SPLIT_MIN = 64 << 20  # JSON text this big is decoded a slice at a time; a plain file, by two processes
 MAX_META_DEPTH = 32  # trace-level metadata nested deeper than this is dropped (no real trace nests so)
 
 
@@ -78,6 +79,8 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
     try:
         sliced = None
         if size >= SPLIT_MIN:
+            if parallel:
+                keep_freed_memory()  # a big trace on the command line: freed arrays' pages serve the next ones
             sliced = load_sliced(data, start, fork=parallel and isinstance(data, mmap.mmap) and hasattr(os, "fork")
                                  and not os.environ.get("REPORT_ONE_PROCESS"))
         if sliced is not None:

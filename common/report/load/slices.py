@@ -21,6 +21,9 @@ from common.report.load.events import META_KEYS, Schema, complete_events, memory
 from common.report.load.spans import event_cuts
 
 SLICE_BYTES = 32 << 20  # the size of a slice
+PARENT_SHARE = 0.52  # of the slices, decoded by the parent (the child's tail: ~0.01 s a slice to pickle and copy)
+SHARED_SHARE = 4  # the child's columns (about a tenth of its text's size, pickled) fit a quarter of the text
+IN_SHARED, THROUGH_PIPE = b"S", b"P"  # where the child's pickled columns are: the first byte it writes
 
 
 def load_sliced(data, start: int, fork: bool) -> Optional[tuple[Columns, dict, int]]:
@@ -64,23 +67,30 @@ def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
     if found is None:
         return None
     spans, end = found
-    half = len(spans) // 2  # the child's share is the larger: this process goes on to the model
+    # this process's share is a little the larger: the child then pickles its columns while this one decodes
+    half = min(len(spans) - 1, max(1, round(len(spans) * PARENT_SHARE)))
     read_end, write_end = os.pipe()
+    shared = mmap.mmap(-1, max(mmap.PAGESIZE, (len(mm) - start) // SHARED_SHARE))  # pages exist once written
     try:
         pid = os.fork()
     except OSError:  # no memory or processes left for a fork: one process
         os.close(read_end)
         os.close(write_end)
+        shared.close()
         return None
     if pid == 0:
         os.close(read_end)
-        os._exit(_second_half_in_child(mm, start, spans[half:], write_end))
+        os._exit(_second_half_in_child(mm, start, spans[half:], write_end, shared))
     os.close(write_end)
     try:
         first = _decode_spans(mm, start, spans[:half], pair_begins=False)
         with os.fdopen(read_end, "rb") as f:
             payload = f.read()
         _, status = os.waitpid(pid, 0)
+        if first is None or status != 0 or not payload:
+            return None
+        parts_a, meta, n_a = first
+        parts_b, n_b = _received(payload, shared)
     except BaseException:
         try:
             os.kill(pid, 9)
@@ -88,27 +98,40 @@ def _load_split(mm, start: int) -> Optional[tuple[Columns, dict, int]]:
         except OSError:
             pass
         raise
-    if first is None or status != 0 or not payload:
-        return None
-    parts_a, meta, n_a = first
-    parts_b, n_b = pickle.loads(payload)
+    finally:
+        shared.close()
     return _with_tail_keys(mm, start, end, (merge(*parts_a, *parts_b), meta, n_a + n_b))  # each column joined once
 
 
-def _second_half_in_child(mm, start: int, spans: list, write_end: int) -> int:
+def _second_half_in_child(mm, start: int, spans: list, write_end: int, shared: mmap.mmap) -> int:
     """The child: decode + extract ``spans``, send the columns; its exit code. B/E pairs that lie wholly
-    in one slice pair up; a ``B`` left open at a slice's end fails it (the parent falls back)."""
+    in one slice pair up; a ``B`` left open at a slice's end fails it (the parent falls back). The columns
+    go into ``shared`` (memory mapped by both processes) and only their size through the pipe, so the child
+    is done without waiting for the parent to read them; columns too big for it go through the pipe."""
     try:
         decoded = _decode_spans(mm, start, spans, pair_begins=True)
         if decoded is None:
             return 1
         parts, _, n_events = decoded
         payload = pickle.dumps((parts, n_events), protocol=pickle.HIGHEST_PROTOCOL)
+        if len(payload) <= len(shared):
+            shared[:len(payload)] = payload
+            payload = IN_SHARED + len(payload).to_bytes(8, "little")
+        else:
+            payload = THROUGH_PIPE + payload
         with os.fdopen(write_end, "wb") as f:
             f.write(payload)
         return 0
     except BaseException:
         return 1
+
+
+def _received(payload: bytes, shared: mmap.mmap):
+    """The child's (columns, events) from what it wrote to the pipe (see :func:`_second_half_in_child`)."""
+    if payload[:1] == IN_SHARED:
+        with memoryview(shared)[:int.from_bytes(payload[1:9], "little")] as view:
+            return pickle.loads(view)
+    return pickle.loads(memoryview(payload)[1:])
 
 
 def _decode_spans(data, start: int, spans: list, pair_begins: bool) -> Optional[tuple[list, dict, int]]:

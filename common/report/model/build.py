@@ -292,7 +292,7 @@ def call_tree(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> tuple[np.n
         e = np.maximum(end[a:b], t + 1e-6)  # zero-length events end after they start
         d = np.maximum(np.arange(b - a) - np.searchsorted(np.sort(e), t, side="right"), 0)
         depth[a:b] = d
-        by_depth = np.argsort(d, kind="stable")  # each level's positions, ascending
+        by_depth = np.argsort(d.astype(np.int16) if d.max() < 2**15 else d, kind="stable")  # each level's, ascending
         cuts = np.searchsorted(d[by_depth], np.arange(int(d.max()) + 2))
         by_level = [by_depth[cuts[level]:cuts[level + 1]] for level in range(int(d.max()) + 1)]
         for level in range(1, len(by_level)):
