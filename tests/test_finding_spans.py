@@ -26,16 +26,32 @@ def _rel(t, e) -> tuple[float, float]:
     return e["ts"] - t.model.t0, e["ts"] + e["dur"] - t.model.t0
 
 
+def _window(t) -> tuple[float, float]:
+    """Where a finding may point, from the raw events: the window, to the end of the device work that runtime
+    calls inside it launched (by correlation id; a device-bound run's GPU runs on after the host's last step)."""
+    if t.model.path not in _WINDOWS:
+        w0, w1 = t.model.window
+        events = Trace(REPO / t.model.path).events  # (an absolute path stays as it is)
+        inside = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                  and w0 - TOL <= e["ts"] - t.model.t0 <= w1 + TOL and "correlation" in e.get("args", {})}
+        ends = [_rel(t, e)[1] for e in events if e.get("cat") in DEVICE and e.get("args", {}).get("correlation") in inside]
+        _WINDOWS[t.model.path] = (w0, max([w1, *ends]))
+    return _WINDOWS[t.model.path]
+
+
+_WINDOWS: dict = {}
+
+
 def _in_window(t, e) -> bool:
     a, b = _rel(t, e)
-    w0, w1 = t.model.window
+    w0, w1 = _window(t)
     return a >= w0 - TOL and b <= w1 + TOL
 
 
 def _clipped(t, e) -> tuple[float, float] | None:
     """(start, end) of ``e`` cut to the window; None when it lies wholly outside."""
     a, b = _rel(t, e)
-    w0, w1 = t.model.window
+    w0, w1 = _window(t)
     return (max(a, w0), min(b, w1)) if min(b, w1) >= max(a, w0) else None
 
 

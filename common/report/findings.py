@@ -35,9 +35,10 @@ class Finding:
 
 
 def in_window(t, spans) -> tuple:
-    """``spans`` (Span or (start, duration) pairs, µs from the window's start) clipped to the window;
-    those wholly outside it are left out."""
-    w0, w1 = t.model.window
+    """``spans`` (Span or (start, duration) pairs, µs from the window's start) clipped to the window, which
+    reaches to the end of the device work its steps launched (``Model.spans_window``); those wholly outside
+    it are left out."""
+    w0, w1 = t.model.spans_window
     out = []
     for start, dur in spans:
         a, b = max(start, w0), min(start + max(dur, 0.0), w1)

@@ -88,6 +88,15 @@ class Model:
     def window_us(self) -> float:
         return self.window[1] - self.window[0]
 
+    @property
+    def spans_window(self) -> tuple:
+        """Where a finding may point: the window, to the end of the device work its steps launched (on a
+        device-bound run the GPU runs on after the host's last step: its copies and kernels are the steps' own)."""
+        dev = self.dev
+        mine = dev.step >= 0
+        end = float((dev.ts[mine] + dev.dur[mine]).max()) if mine.any() else self.window[1]
+        return self.window[0], max(self.window[1], end)
+
     def ids_where(self, pred) -> np.ndarray:
         """Name ids whose name satisfies ``pred`` (called once per distinct name)."""
         return np.fromiter((i for i, n in enumerate(self.names) if pred(n)), dtype=np.int64)

@@ -2,7 +2,7 @@
 command that opens the timeline there: ``uv run -m common.view TRACE
 --at START,END`` serves the trace with Perfetto's UI from this machine and opens it on that window
 (:mod:`common.view_ui`). The window is the finding's spans, a little wider so what lies around them
-shows too, kept inside the report's window; in the trace's own µs (``ts``), as ``--at`` reads them."""
+shows too, kept inside the report's window (to the end of the device work its steps launched); in the trace's own µs (``ts``), as ``--at`` reads them."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def finding_window(t: Tables, f: Finding) -> tuple[float, float] | None:
     start = min(s.start_us for s in f.spans)
     end = max(s.start_us + s.dur_us for s in f.spans)
     pad = max((end - start) * MARGIN, 1.0)
-    w0, w1 = t.model.window
+    w0, w1 = t.model.spans_window
     start, end = max(start - pad, w0 + EDGE_US), min(end + pad, w1 - EDGE_US)
     if end <= start:
         return None
