@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from versus_json_load import ratio_to_json_load
 
 REPO = Path(__file__).resolve().parents[1]
 CALLS = 16000
@@ -103,19 +103,7 @@ def time_ratio(path: Path | str, rounds: int = 3) -> tuple[float, float, float]:
     (so that both meet the same load on a shared machine), the median round's ratio and the best times."""
     from common.report import analyze
 
-    analyze(path)  # imports and first-use costs are not the view's
-
-    def timed(work) -> float:
-        t = time.perf_counter()
-        work()
-        return time.perf_counter() - t
-
-    def bare_load() -> None:
-        with open(path, "rb") as f:
-            json.load(f)
-
-    pairs = [(timed(lambda: analyze(path)), timed(bare_load)) for _ in range(rounds)]
-    return statistics.median(r / j for r, j in pairs), min(r for r, _ in pairs), min(j for _, j in pairs)
+    return ratio_to_json_load(path, analyze, rounds)
 
 
 def main(argv=None) -> int:
