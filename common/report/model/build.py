@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cached_property
 from dataclasses import dataclass
 from typing import Optional
 
@@ -88,7 +89,7 @@ class Model:
     def window_us(self) -> float:
         return self.window[1] - self.window[0]
 
-    @property
+    @cached_property  # read by every rule that points somewhere: one pass over the device lane, once
     def spans_window(self) -> tuple:
         """Where a finding may point: the window, to the end of the device work its steps launched (on a
         device-bound run the GPU runs on after the host's last step: its copies and kernels are the steps' own)."""
