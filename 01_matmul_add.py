@@ -16,7 +16,7 @@ if __name__ == "__main__":
 
 from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
-cli = parser("01_matmul_add", __doc__, warmup_default=False)  # Part 1 starts cold
+cli = parser(__file__, __doc__, warmup_default=False)  # Part 1 starts cold
 cli.add_argument("--size", type=positive_int, default=64, help="matrices are size x size (default: 64)")
 cli.add_argument("--batch", type=positive_int, default=None,
                  help="add a leading batch axis of this length, so aten::matmul dispatches aten::bmm")

@@ -13,7 +13,7 @@ if __name__ == "__main__":
 
 from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 
-cli = parser("02_linear", __doc__, warmup_default=True)  # Part 2 warms up by default
+cli = parser(__file__, __doc__, warmup_default=True)  # Part 2 warms up by default
 cli.add_argument("--batch", type=positive_int, default=1024, help="rows of the input (default: 1024)")
 cli.add_argument("--in_dim", type=positive_int, default=32, help="input features (default: 32)")
 cli.add_argument("--out_dim", type=positive_int, default=64, help="output features (default: 64)")

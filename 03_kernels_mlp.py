@@ -21,7 +21,7 @@ from common.lesson import add_mlp_shape_flags, lesson_main, parser, setup  # noq
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1  # pinned: a new kernel version on the Hub must not change the lesson silently
 
-cli = parser("03_kernels_mlp", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 add_mlp_shape_flags(cli)
 cli.add_argument("--source", choices=("hub", "pip"), default="hub",
                  help="hub: kernels.get_kernel from the Hugging Face Hub (default); pip: the liger-kernel package")

@@ -15,7 +15,7 @@ if __name__ == "__main__":
 
 from common.lesson import add_mlp_shape_flags, lesson_main, parser, setup  # noqa: E402
 
-cli = parser("03_simple_mlp", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 add_mlp_shape_flags(cli)
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from common import attention
 from common.guess import MASKED_FILL, MATMUL, SOFTMAX, guess
 from common.lesson import lesson_main, parser, setup
 
-cli = parser("04_b_inplace_ops_attention", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 attention.add_shape_flags(cli)
 
 if __name__ == "__main__":

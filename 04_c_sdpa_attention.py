@@ -16,7 +16,7 @@ from common import attention
 from common.guess import FUSED_ATTENTION, guess
 from common.lesson import lesson_main, parser, setup
 
-cli = parser("04_c_sdpa_attention", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 attention.add_shape_flags(cli)
 cli.add_argument("--backend", choices=list(attention.BACKENDS), default="auto",
                  help="the SDPA backend to pin with sdpa_kernel (default: auto, SDPA chooses)")

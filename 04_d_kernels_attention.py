@@ -17,7 +17,7 @@ from common.lesson import lesson_main, parser, setup
 FLASH_HUB_REPO = "kernels-community/flash-attn2"
 FLASH_HUB_VERSION = 3  # pinned, as in the post: a new kernel version on the Hub must not change the lesson silently
 
-cli = parser("04_d_kernels_attention", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 attention.add_shape_flags(cli)
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from common.lesson import lesson_main, parser, positive_int, setup  # noqa: E402
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
 CACHES = ("dynamic", "static")
 
-cli = parser("05_llm", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 cli.add_argument("--batch", type=positive_int, default=1, help="sequences per request (default: 1)")
 cli.add_argument("--prompt-len", type=positive_int, default=128,
                  help="prompt tokens per sequence, random ids (default: 128; --prompt sets it from the text)")

@@ -17,7 +17,7 @@ if __name__ == "__main__":
 
 from common.lesson import add_mlp_shape_flags, parser, positive_float, positive_int  # noqa: E402
 
-cli = parser("06_ddp", __doc__, warmup_default=True)
+cli = parser(__file__, __doc__, warmup_default=True)
 add_mlp_shape_flags(cli, batch=8, per_rank=True)
 cli.add_argument("--blocks", type=positive_int, default=4, help="MLP blocks in the model (default: 4)")
 cli.add_argument("--bucket-cap-mb", type=positive_float, default=None, metavar="MB",

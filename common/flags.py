@@ -102,9 +102,15 @@ def parse_schedule(text: str) -> Schedule:
     return schedule
 
 
-def parser(script: str, doc: str | None, *, warmup_default: bool) -> argparse.ArgumentParser:
-    """The flags every lesson shares; the script adds its shape flags to the returned parser."""
-    p = _Parser(prog=f"uv run {script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(file: str, doc: str | None, *, warmup_default: bool) -> argparse.ArgumentParser:
+    """The flags every lesson shares; the script adds its shape flags to the returned parser.
+
+    ``file`` is the script's own ``__file__``: its name (without ``.py``) names the trace folder and the
+    trace's metadata, so a copy of a lesson writes under the copy's name, never into the lesson's folder.
+    Flags are matched whole (``--siz`` is not ``--size``): a typo is refused, never taken for another flag."""
+    script = Path(file).stem
+    p = _Parser(prog=f"uv run {script}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                allow_abbrev=False)
     p.set_defaults(script=script)
     p.add_argument("--dtype", choices=list(DTYPES), default=None,
                    help="element type (default: bf16; on a CPU without bf16 matmul instructions, fp32)")
