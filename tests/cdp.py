@@ -1,7 +1,11 @@
 """Chromium driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: JSON messages
 ended by a NUL byte on fds 3 and 4), so no client library is needed. Headless (Perfetto's UI, served
 by common.view, draws its timeline there). The network to anything but loopback goes to ``proxy``
-(a port on 127.0.0.1; loopback itself is never proxied), and no host name but 127.0.0.1 resolves."""
+(a port on 127.0.0.1; loopback itself is never proxied), and no host name but 127.0.0.1 resolves.
+
+The network is watched on the page and on every target it starts (its workers, its service worker, an
+out-of-process frame), each attached before it runs: ``requests`` are those of the page and of all its
+targets, and no request the browser makes for itself is among them."""
 
 from __future__ import annotations
 
@@ -28,11 +32,20 @@ OFFLINE_FLAGS = [
 ]
 
 
+# ids of the commands the reader thread writes to a newly attached target; their answers are dropped
+QUIET_IDS = 1 << 30
+
+
 def _high(fd: int) -> int:
     """``fd`` moved to 10 or above, so that placing the pipes on fds 3 and 4 overwrites neither."""
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
     os.close(fd)
     return moved
+
+
+def _request(event: dict) -> tuple[str | None, str]:
+    """Which request a Network event is about: its target's session and its id there."""
+    return event.get("sessionId"), event["params"]["requestId"]
 
 
 class Browser:
@@ -51,10 +64,28 @@ class Browser:
         self.events: list[dict] = []
         self._results: dict[int, dict] = {}
         self._next = 0
+        self._quiet = QUIET_IDS
         self._cond = threading.Condition()
+        self._writing = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
         target = self.send("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+
+    def _write(self, message: dict) -> None:
+        with self._writing:
+            os.write(self._writer, json.dumps(message).encode() + b"\0")
+
+    def _start(self, session: str) -> None:
+        """A target just attached (the page, then each target it starts, paused before it runs): its network
+        watched, the targets it starts attached the same way, then run. Written by the reader thread, which
+        does not wait: the answers are dropped. The page's own event comes before ``attachToTarget``'s answer,
+        so all this is written before any command that follows."""
+        for method, params in (("Network.enable", {}),
+                               ("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
+                                                         "flatten": True}),
+                               ("Runtime.runIfWaitingForDebugger", {})):
+            self._quiet += 1
+            self._write({"id": self._quiet, "method": method, "params": params, "sessionId": session})
 
     def _read(self) -> None:
         buffer = b""
@@ -65,10 +96,14 @@ class Browser:
                 with self._cond:
                     for raw in messages:
                         message = json.loads(raw)
+                        if message.get("id", 0) >= QUIET_IDS:
+                            continue
                         if "id" in message:
                             self._results[message["id"]] = message
                         else:
                             self.events.append(message)
+                        if message.get("method") == "Target.attachedToTarget":
+                            self._start(message["params"]["sessionId"])
                     self._cond.notify_all()
 
     def send(self, method: str, session: bool | None = None, timeout: float = 30, **params) -> dict:
@@ -76,7 +111,7 @@ class Browser:
         message = {"id": self._next, "method": method, "params": params}
         if session if session is not None else hasattr(self, "session"):
             message["sessionId"] = self.session
-        os.write(self._writer, json.dumps(message).encode() + b"\0")
+        self._write(message)
         with self._cond:
             if not self._cond.wait_for(lambda: self._next in self._results, timeout):
                 raise TimeoutError(f"{method}: no answer in {timeout} s")
@@ -104,11 +139,15 @@ class Browser:
         path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", format="png")["data"]))
         return path
 
-    def requested(self) -> list[str]:
-        """Every URL the page asked the network for (its own data: and blob: URLs aside)."""
+    def requests(self, first: int = 0) -> list[tuple[str, str | None]]:
+        """Every request the page and its targets made, from event ``first`` on: (URL, why it was stopped
+        unsent: Chromium's ``blockedReason``, e.g. "csp", or None)."""
         with self._cond:
-            urls = [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
-        return [u for u in urls if not u.startswith(("data:", "blob:"))]
+            events = self.events[first:]
+        blocked = {_request(e): e["params"].get("blockedReason") for e in events
+                   if e.get("method") == "Network.loadingFailed"}
+        return [(e["params"]["request"]["url"], blocked.get(_request(e))) for e in events
+                if e.get("method") == "Network.requestWillBeSent"]
 
     def close(self) -> None:
         if self.proc.poll() is None:

