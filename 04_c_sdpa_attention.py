@@ -47,7 +47,6 @@ GUESS = guess("sdpa_fwd", "Part 3: 'simpler and faster. Fewer kernels, less CPU 
 def main(args):
     lesson = setup(args, shape=attention.shape(args),
                    elements=attention.elements(args, scores=6 if args.backend in ("math", "auto") else 0),
-                   matmul_flops=attention.flops(args, causal_skips=True),  # one count, every backend
                    variants=[("backend", args.backend)], guess=GUESS,
                    check=functools.partial(attention.check_device, args.backend))
     device, dtype = lesson.device, lesson.dtype
@@ -68,6 +67,10 @@ def main(args):
 
     # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
     lesson.warm_up(step)
+
+    # Guess, then look: what one call of step() runs (each op's FLOPs and bytes), counted on fake tensors
+    # before the profiler starts (no kernel runs); the report reads the workload from this count.
+    lesson = lesson.counted(step)
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule

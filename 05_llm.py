@@ -84,6 +84,10 @@ def main(args):
     # 3. Warm-up (on by default): whole requests, so compilation and first-call costs are paid here.
     lesson.warm_up(step, compiling="compiling the decode step")
 
+    # Guess, then look: what one call of step() runs (each op's FLOPs and bytes), counted on fake tensors
+    # before the profiler starts (no kernel runs); the report reads the workload from this count.
+    lesson = lesson.counted(step)
+
     # 4. Profile: one prof.step() per request.
     s = args.schedule
     with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)

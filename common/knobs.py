@@ -67,6 +67,7 @@ class RunKnobs:
     job: JobKnobs | None = None  # set by a multi-process lesson: the job and this process's rank
     guess: dict | None = None  # what the post expects one annotated call to run (common/guess.py)
     cpu: dict | None = None  # a CPU run's choices (common/cpu.py): threads, capability, dtype measured or given
+    work: dict | None = None  # what one call of the workload ran, counted before profiling (common/work.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -98,6 +99,7 @@ class RunKnobs:
                 job=JobKnobs.from_json(raw.get("job")),
                 guess=raw["guess"] if isinstance(raw.get("guess"), dict) else None,
                 cpu=raw["cpu"] if isinstance(raw.get("cpu"), dict) else None,
+                work=raw["work"] if isinstance(raw.get("work"), dict) else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             return None

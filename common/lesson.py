@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -36,6 +37,7 @@ from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits,
 from common.errors import fail, run_command
 from common.flags import WARMUP_CALLS, Schedule, add_mlp_shape_flags, parser  # noqa: F401 - the lessons use them
 from common.knobs import METADATA_KEY, RunKnobs
+from common.work import call_flops, count, describe_work
 from common.paths import Variant, annotated_file, html_file, make_tag, mode_label, table_file, trace_file
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
@@ -74,6 +76,17 @@ class Lesson:
             for _ in range(self.knobs.warmup_calls):
                 step()
             self.sync()
+
+    def counted(self, step: Callable[[], object]) -> "Lesson":
+        """Guess, then look: the lesson with what one call of ``step()`` runs in its knobs (``work``: each
+        aten op, its shapes, FLOPs and bytes; :mod:`common.work`), counted on fake tensors before the
+        profiler starts: no kernel runs, so a cold run stays cold. The report reads the workload from it,
+        whatever the script is called; the FLOPs per step are the count's, never typed in by hand."""
+        work = count(step, compiled=self.args.compile)
+        flops = call_flops(work)
+        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=flops or self.knobs.matmul_flops_per_step)
+        self.console.print(escape(describe_work(work)))
+        return dataclasses.replace(self, knobs=knobs)
 
     def label(self, prof: "torch.profiler.profile") -> None:
         """Write the run's knobs into the trace's metadata (top-level ``"lesson"``), so the report knows

@@ -137,8 +137,11 @@ def counted_parse(self, *a, **k):
     return parse(self, *a, **k)
 
 def counted_matmul(*a, **k):
-    counts["matmul"] += 1
-    return matmul(*a, **k)
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    out = matmul(*a, **k)
+    counts["matmul"] += not isinstance(out, FakeTensor)  # the lesson's count of its work runs on fake tensors
+    return out
 
 argparse.ArgumentParser.parse_args = counted_parse
 torch.matmul = counted_matmul
