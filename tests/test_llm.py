@@ -203,6 +203,21 @@ def test_decode_dispatches_as_many_ops_as_prefill_and_costs_many_times_more_per_
     assert f"{ev['per_token_ratio']:,.0f}x" in finding["message"]
 
 
+def test_roofline_sets_prefill_against_decode_from_the_lessons_own_count(llm_runs):
+    """Without --record-shapes, the lesson's own count (common/work.py) gives the roofline one row of GEMMs
+    per phase; decode's (one token: each weight read once per token) sit under 2 FLOP/byte, so the report
+    calls them memory-bound by intensity alone, on the CPU too, while prefill's reuse each weight for the
+    whole prompt."""
+    report = report_json(trace_of(ok(llm_runs["eager_static"])))
+    r = report["roofline"]
+    assert r["source"] == "count", r
+    gemms = {row["shape"].split(":")[0]: row for row in r["rows"] if row["op"].startswith("GEMMs")}
+    assert set(gemms) == {"prefill", "decode"}, r["rows"]
+    assert gemms["decode"]["flops"] / gemms["decode"]["bytes"] < 2 < gemms["prefill"]["flops"] / gemms["prefill"]["bytes"]
+    (finding,) = [f for f in report["findings"] if f["rule"] == "roofline"]
+    assert "decode's GEMMs at" in finding["message"] and "memory-bound on any CPU or GPU" in finding["message"]
+
+
 # -- L.3 attention ---------------------------------------------------------------------------------------------------
 
 def test_sdpa_one_fused_attention_op_per_layer_and_forward(llm_runs):

@@ -117,7 +117,7 @@ def test_cpu_steps_rate_rises_with_size(runs):
     the steps' rate does: at 64 the dispatch around the op costs much of the step, at 2048 almost none."""
     small, _ = _roofline(trace_of(runs["01_warm"]))
     big, _ = _roofline(trace_of(runs["01_2048"]))
-    assert small["source"] == big["source"] == "knobs"
+    assert small["source"] == big["source"] == "count"  # the lesson counted its own work
     assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * 2048 ** 3
     (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
         small["step_gflops"], big["step_gflops"])
@@ -128,7 +128,7 @@ def test_cpu_steps_rate_rises_with_size(runs):
     size = {"bf16": 2, "fp16": 2, "fp32": 4}[CPU_DTYPE]
     assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] == 3 * 64 * 64 * size  # x, w, out
     text = run_module("common.report", trace_of(runs["01_warm"]), env=command_env(COLUMNS="120")).stdout
-    assert re.search(r"GEMMs +x@w ", text)  # the knobs' GEMMs, by name (their shapes: the finding and the JSON)
+    assert re.search(r"GEMMs +mm ", text)  # the count's GEMMs, by op (their shapes: the finding and the JSON)
 
 
 def _page(tmp_path: Path) -> Path:

@@ -58,6 +58,7 @@ from common.report.model.build import KERNEL, OP, Model
 from common.report.facts.knob_work import ATTENTION as ATTENTION_ROW
 from common.report.facts.knob_work import GEMMS as GEMM_ROW
 from common.report.facts.knob_work import attention_row, gemm_row
+from common.report.facts import workload
 from common.report.facts.op_arithmetic import Work, work_of
 from common.report.model.peaks import Peak, compute_peak, peak_of
 from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, wants_shapes
@@ -79,7 +80,7 @@ class Calls:
     """Stage 1: every counted call in the steps, and where their numbers come from."""
 
     calls: tuple  # Call
-    source: Optional[str]  # "record_shapes" | "knobs" | None (neither: nothing to count)
+    source: Optional[str]  # "record_shapes" | "count" (the workload's own, :mod:`.workload`) | "knobs" | None
     timed_on: str  # "device" | "cpu"
     device_name: Optional[str]  # the GPU's deviceProperties name; None on the CPU
     step_flops: int = 0  # every counted call's FLOPs in the ProfilerSteps
@@ -200,6 +201,11 @@ def counted_calls(m: Model) -> Calls:
         forward = () if knobs is None or op_level else _attention_calls(m, knobs)
         return Calls(tuple(calls) + forward, "record_shapes", timed_on, device_name,
                      sum(c.work.flops for c in calls), walls)
+    counted_parts = workload.parts(knobs.work) if knobs is not None else ()
+    if counted_parts:
+        per_step = _work_calls(m, rows, times, tf32, counted_parts)
+        return Calls(per_step, "count", timed_on, device_name, sum(c.work.flops for c in per_step), walls) \
+            if per_step else Calls((), None, timed_on, device_name)
     attention = knobs is not None and attention_row(knobs) is not None  # timed by its steps: counted ops or not
     if knobs is None or not (rows.size or attention) or not (knobs.matmul_flops_per_step or attention):
         return Calls((), None, timed_on, device_name)
@@ -264,17 +270,53 @@ def _knob_calls(m: Model, rows: np.ndarray, times: np.ndarray, tf32: np.ndarray,
     return tuple(out) + _attention_calls(m, knobs)
 
 
+def _work_calls(m: Model, rows: np.ndarray, times: np.ndarray, tf32: np.ndarray, parts: tuple) -> tuple:
+    """Per step, each row of the workload's own count (:mod:`.workload`): an annotation's GEMMs timed by
+    the trace's GEMM ops inside it; an attention that is all its annotation does, by all the step's work
+    (as :func:`_attention_calls`), else by the attention ops inside it."""
+    names = np.array([m.names[n] for n in m.cpu.name[rows].tolist()], dtype=object)
+    step_time = _step_times(m)
+    out = []
+    for part in parts:
+        work = Work(part.flops, part.bytes, part.shape, part.dtype, part.causal)
+        op = ATTENTION_ROW if part.kind == "attention" else GEMM_ROW
+        if part.kind == "attention" and part.alone:
+            out += [Call(op, work, float(t), False) for t in step_time.tolist() if t > 0]
+            continue
+        mine = rows[np.isin(names, list(part.ops)) & _inside(m, part.annotation)[rows]]
+        for s in np.unique(m.cpu.step[mine]).tolist():
+            here = mine[m.cpu.step[mine] == s]
+            time = float(times[here].sum())
+            out.append(Call(op, work, time if time > 0 else None, bool(tf32[here].any())))
+    return tuple(out)
+
+
+def _inside(m: Model, annotation: Optional[str]) -> np.ndarray:
+    """Per CPU event: inside a call of ``annotation`` (itself or nested in it); all of them for None."""
+    cpu = m.cpu
+    if annotation is None:
+        return np.ones(cpu.n, bool)
+    mask = m.name_mask(lambda s: s == annotation)[cpu.name]
+    for level in range(1, int(cpu.max_depth) + 1):  # parents before children
+        rows = np.flatnonzero((cpu.depth == level) & (cpu.parent >= 0) & ~mask)
+        mask[rows] = mask[cpu.parent[rows]]
+    return mask
+
+
+def _step_times(m: Model) -> np.ndarray:
+    """Per step: the device time of the work it launched (a GPU trace), else its wall time."""
+    if m.has_gpu:
+        return np.bincount(m.dev.step[m.dev.step >= 0], weights=m.dev.dur[m.dev.step >= 0], minlength=len(m.steps))
+    return np.array([s.dur for s in m.steps])
+
+
 def _attention_calls(m: Model, knobs) -> tuple:
     """The attention forward of an attention lesson, one call per step: one FLOP count whatever ran it,
     timed by all the device work the step launched (on the CPU: the step's wall time)."""
     row = attention_row(knobs)
     if row is None or not m.steps:
         return ()
-    if m.has_gpu:
-        step_time = np.bincount(m.dev.step[m.dev.step >= 0], weights=m.dev.dur[m.dev.step >= 0],
-                                minlength=len(m.steps))
-    else:
-        step_time = np.array([s.dur for s in m.steps])
+    step_time = _step_times(m)
     work = Work(row.flops, row.bytes, row.shape, row.dtype, row.causal)
     return tuple(Call(ATTENTION_ROW, work, float(t), False) for t in step_time.tolist() if t > 0)
 

@@ -23,8 +23,11 @@ def _short(op: str) -> str:
 
 
 def _names_only(shape: str) -> str:
-    """The knobs' GEMMs by name only (``q@k.T, scores@v``): their shapes are in the finding and the JSON."""
-    return ", ".join(part.split(" ")[0] for part in shape.split(", "))
+    """The knobs' GEMMs by name only (``q@k.T, scores@v``; a count's ``decode: mm, addmm``): their shapes are
+    in the finding and the JSON."""
+    first, _, after = shape.partition(" ")
+    head, rest = (f"{first} ", after) if first.endswith(":") else ("", shape)
+    return head + ", ".join(dict.fromkeys(part.split(" ")[0] for part in rest.split(", ")))
 
 
 def table_rows(r: Roofline) -> list[list[str]]:
@@ -43,9 +46,10 @@ def table_rows(r: Roofline) -> list[list[str]]:
 
 
 def caption(r: Roofline) -> str:
-    source = ("FLOP and bytes per call from record_shapes (bytes: inputs and output once)"
-              if r.source == "record_shapes" else
-              "FLOP and bytes per step from the shapes in the lesson's knobs (bytes: inputs and output once)")
+    source = {"record_shapes": "FLOP and bytes per call from record_shapes (bytes: inputs and output once)",
+              "count": "FLOP and bytes per step from the workload's own count, made before profiling (bytes: "
+                       "inputs and output once)"}.get(
+        r.source, "FLOP and bytes per step from the shapes in the lesson's knobs (bytes: inputs and output once)")
     timed = "kernel time on the device" if r.timed_on == "device" else "the op's CPU time"
     convention = (f"; {CONVENTION}" if any(j.row.op == ATTENTION for j in r.rows) else "")
     return f"{source}; rates over {timed}{convention}; {r.note}"

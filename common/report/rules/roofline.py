@@ -12,13 +12,15 @@ from common.report.units import rounded
 SMALL_SHARE_PCT = 10.0  # under this share of its roof an op is far from what its bound allows
 
 
-def _what(row) -> str:
-    """The row in words: an op call, the step's GEMMs or attention forward from the knobs, or the knobs' FLOPs."""
+def _what(row, source: str | None) -> str:
+    """The row in words: an op call, the step's GEMMs or attention forward from the workload's count or the
+    knobs, or the knobs' FLOPs."""
+    by = "the workload's count" if source == "count" else "the lesson's knobs"
     if row.op == ATTENTION:
-        return (f"the attention forward ({fmt_flops(row.flops)} per step by the lesson's knobs, {row.shape}, "
+        return (f"the attention forward ({fmt_flops(row.flops)} per step by {by}, {row.shape}, "
                 f"{row.dtype}; {CAUSAL_WORDS})")
     if row.op == GEMMS:
-        return f"the step's GEMMs ({row.shape}: {fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})"
+        return f"the step's GEMMs ({row.shape}: {fmt_flops(row.flops)} by {by}, {row.dtype})"
     if row.op == KNOBS_OP:
         return f"the GEMMs and attention of one step ({fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})"
     return f"{row.op} {row.shape} ({row.dtype})"
@@ -38,6 +40,30 @@ def _gemms_text(r) -> str:
              f"roof at {fmt_pct(gemms.pct_of_roof)} of it" if gemms.bound is not None else "")
     return (f"; its GEMMs execute {fmt_flops(gemms.row.flops)} per step (the masked half too), "
             f"{fmt_tflops(gemms.row.tflops)} ({gemms.peak_unit}){bound}")
+
+
+LOW_INTENSITY = 2.0  # FLOP/byte: under every CPU's and GPU's ridge point (a single core's lies near 4, a GPU's at hundreds)
+
+
+def _by_intensity(r) -> str:
+    """Without a peak, what the intensities alone say: a row under :data:`LOW_INTENSITY` is memory-bound on any
+    machine (the LLM's decode: each weight read once per token); rows of one step's count compared."""
+    counted = [j.row for j in r.rows if j.row.op in (GEMMS, ATTENTION) and j.row.intensity is not None]
+    low = [row for row in counted if row.intensity < LOW_INTENSITY]
+    if not low:
+        return ""
+    said = ", ".join(f"{_label(row)} at {row.intensity:.2g} FLOP/byte" for row in low)
+    others = ", ".join(f"{_label(row)} at {row.intensity:,.3g}" for row in counted if row not in low)
+    return (f"; by intensity alone, {said}: memory-bound on any CPU or GPU (every ridge point lies above "
+            f"{LOW_INTENSITY:g} FLOP/byte: each byte moved serves under {LOW_INTENSITY:g} FLOPs)"
+            + (f", where {others} FLOP/byte can use the compute" if others else ""))
+
+
+def _label(row) -> str:
+    """A counted row in a few words: ``decode's GEMMs``, ``the attention``."""
+    what = "GEMMs" if row.op == GEMMS else "attention"
+    head = row.shape.split(" ")[0]
+    return f"{head[:-1]}'s {what}" if head.endswith(":") else f"the {what}"
 
 
 def _far_hint(t: Tables) -> str:
@@ -62,7 +88,7 @@ def roofline(t: Tables):
         return None
     top: Judged = r.rows[0]
     row = top.row
-    what = _what(row)
+    what = _what(row, r.source)
     calls = f"{row.calls:,} call{'s' if row.calls != 1 else ''}" if row.op not in KNOB_ROWS else f"{row.calls} steps"
     intensity = f", {row.intensity:,.1f} FLOP/byte" if row.intensity is not None else ""
     steps = (f"; over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
@@ -79,7 +105,7 @@ def roofline(t: Tables):
         why = r.note if r.peak is None else top.peak_unit
         on = "its own CPU time" if r.timed_on == "cpu" else "its kernels' time"
         return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} {TIMED.get((r.timed_on, row.op), 'over ' + on)} "
-                       f"({calls}{intensity}){steps}; share of peak: cannot tell ({why})",
+                       f"({calls}{intensity}){steps}; share of peak: cannot tell ({why}){_by_intensity(r)}",
                        "where the steps' rate is far under the op's own, the time goes around the op, not in it", ev)
     share = f"{fmt_pct(top.pct_of_peak)} of the {top.peak_unit} peak ({top.peak_tflops:g} TFLOP/s dense)"
     if top.bound is not None:
