@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
@@ -334,3 +335,35 @@ def test_no_module_in_common_over_450_lines():
     sizes = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in COMMON.rglob("*.py")}
     assert len(sizes) > 100
     assert not {name: n for name, n in sizes.items() if n > 450}
+
+
+LESSON_NAME = re.compile(r"\b0[1-6]_[a-z]")  # 01_matmul_add, 04_a_..., 05_llm: a lesson's file name
+TRANSLATION = REPO / "common" / "report" / "facts" / "knob_work.py"
+
+
+def lesson_names_in_code(path) -> list[str]:
+    """Each string of ``path``'s code (docstrings aside) that spells a lesson's name: a comparison with a script
+    name, or a message that names a lesson."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [f"{path.name}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            and LESSON_NAME.search(node.value)]
+
+
+def test_only_the_translation_module_knows_a_lesson_by_name():
+    """The report reads the workload's own count, never which script wrote the trace: one module translates the
+    knobs of traces written before the count (and keeps the posts' order); no other module's code names a
+    lesson (docstrings and --help examples may)."""
+    modules = [p for p in (REPO / "common" / "report").rglob("*.py") if p != TRANSLATION and p.name != "args.py"]
+    assert not [hit for p in modules for hit in lesson_names_in_code(p)]
+    assert lesson_names_in_code(TRANSLATION)  # the check sees a name where there is one
+
+
+def test_args_names_lessons_in_its_help_examples_only():
+    """cli/args.py's lesson names are its --help text's examples (the module's docstring and the epilog)."""
+    path = REPO / "common" / "report" / "cli" / "args.py"
+    hits = lesson_names_in_code(path)
+    assert all("uv run -m common.report" in hit for hit in hits), hits

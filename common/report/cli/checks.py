@@ -61,6 +61,6 @@ def check_job_outputs(args: argparse.Namespace, job: list[Path]) -> None:
     for flag, dest in (("--html", args.html), ("--annotate", args.annotate)):
         if dest is not None:
             fail(f"{flag} draws one trace, and {shorten(' '.join(args.traces))} is a job of {len(job)} "
-                 "traces; name one rank's trace (the lessons write a page and a copy per rank: 06_ddp.py "
-                 f"{flag})")
+                 "traces; name one rank's trace (a multi-process lesson writes a page and a copy per rank "
+                 f"with {flag})")
     check_output(args.output, job)

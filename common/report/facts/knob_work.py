@@ -1,4 +1,13 @@
-"""A lesson's arithmetic per step from its knobs (the trace's ``lesson`` metadata): the shapes the lesson
+"""The lessons by name: the one module of the report that knows them (a structure test keeps it so).
+
+Lessons now count their own work (:mod:`common.work`, read by :mod:`.workload`), whatever the script is
+called. Traces written before that count existed (the H100 runs among them) carry only the lesson's knobs:
+here, and only where the trace holds no count, those knobs are translated into what the count would say
+(the GEMMs and the attention of a step, the score matrix, an LLM's tokens per call), and a few lines of
+the posts that belong to one lesson are kept for that lesson's own traces. Also the posts' order of the
+lessons, for ``--glance``.
+
+A lesson's arithmetic per step from its knobs (the trace's ``lesson`` metadata): the shapes the lesson
 ran give each GEMM's FLOPs and ideal bytes without ``record_shapes``, as :mod:`.op_arithmetic` counts
 them from recorded shapes.
 
@@ -25,8 +34,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from common.knobs import RunKnobs
-
-DTYPE_SIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8": 1}
+from common.work import DTYPE_SIZE
 GEMMS = "GEMMs (per step, lesson's knobs)"
 ATTENTION = "attention forward (per step, lesson's knobs)"
 ATTENTION_SCRIPTS = ("04_a_naive_attention", "04_b_inplace_ops_attention", "04_c_sdpa_attention",
@@ -123,3 +131,52 @@ class _Shape:
     heads: int
     seq: int
     head_dim: int
+
+
+# ----------------------------------------------------------------------------- the rest a lesson's name told
+
+
+# the posts' order: the lessons as the posts run them (--glance sorts its table so)
+LESSON_ORDER = ("01_matmul_add", "02_linear", "03_simple_mlp", "03_kernels_mlp", "04_a_naive_attention",
+                "04_b_inplace_ops_attention", "04_c_sdpa_attention", "04_d_kernels_attention", "05_llm", "06_ddp")
+LLM_SCRIPTS = ("04_llm", "05_llm")  # the LLM lesson (04_llm.py before Part 3 took the number)
+
+
+def lesson_rank(k: Optional[RunKnobs]) -> int:
+    """Where the run's lesson sits in the posts' order; after them, anyone's script."""
+    return LESSON_ORDER.index(k.script) if k is not None and k.script in LESSON_ORDER else len(LESSON_ORDER)
+
+
+def part1_lesson(k: Optional[RunKnobs]) -> bool:
+    """Part 1's own lesson (its traces compare with the post's sizes)."""
+    return k is not None and k.script == "01_matmul_add"
+
+
+def linear_lesson(k: Optional[RunKnobs]) -> bool:
+    """02's trace, whose compiled addmm is an nn.Linear (Part 1's compiled matmul + add is an addmm too)."""
+    return k is not None and k.script == "02_linear"
+
+
+def inplace_command(k: Optional[RunKnobs]) -> Optional[str]:
+    """The post's next step from the naive attention lesson: its in-place twin."""
+    return "uv run 04_b_inplace_ops_attention.py" if k is not None and k.script.startswith("04_a") else None
+
+
+def llm_tokens(k: Optional[RunKnobs]) -> dict:
+    """Tokens per call of the LLM lesson's phases from its knobs (batch x prompt length x new tokens), for
+    its traces written before the count."""
+    if k is None or k.script not in LLM_SCRIPTS or len(k.shape) != 3:
+        return {}
+    batch, prompt_len, _ = k.shape
+    return {"prefill": batch * prompt_len, "decode": batch}
+
+
+def legacy_scores(k: Optional[RunKnobs]):
+    """An attention lesson's ``[batch, heads, seq, seq]`` score matrix from its knobs (annotation unknown:
+    its ``..._fwd``), for its traces written before the count."""
+    from common.report.facts.workload import Scores
+
+    if k is None or k.script not in ATTENTION_SCRIPTS or len(k.shape) != 4 or k.dtype not in DTYPE_SIZE:
+        return None
+    batch, heads, seq, _ = k.shape
+    return Scores(None, (batch, heads, seq, seq), k.dtype, batch * heads * seq * seq * DTYPE_SIZE[k.dtype])

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from common.report.facts import knob_work
 from common.report.model.names import short_name
 from common.report.facts.steadiness import Spread
 from common.report.facts.tables import Tables
@@ -37,9 +38,7 @@ LESSON_RULES = ("out_of_place_copy", "fp32_upcast", "causal_mask_rebuilt", "safe
                 "guess_vs_seen", "hand_written_kernels", "fused_kernels", "linear_chain", "torch_compile",
                 "overhead_bound_phase", "overhead_bound", "compute_bound", "device_bound", "addmm_vs_mm_add",
                 "cold_first_step")
-# the posts' order: the lessons as the posts run them, and Part 3's SDPA backends as its table lists them
-LESSON_ORDER = ("01_matmul_add", "02_linear", "03_simple_mlp", "03_kernels_mlp", "04_a_naive_attention",
-                "04_b_inplace_ops_attention", "04_c_sdpa_attention", "04_d_kernels_attention", "05_llm", "06_ddp")
+# the posts' order: the lessons as the posts run them (knob_work.LESSON_ORDER), Part 3's SDPA backends as its table lists them
 BACKEND_ORDER = ("math", "efficient", "flash", "cudnn", "auto")
 
 
@@ -75,8 +74,8 @@ def order_key(t: Tables, path: str) -> tuple:
     """Where a trace sits in the posts' order: its lesson, its backend, eager before compiled, its tag."""
     k = t.knobs
     if k is None:
-        return (len(LESSON_ORDER) + 1, 0, 0, path)
-    lesson = LESSON_ORDER.index(k.script) if k.script in LESSON_ORDER else len(LESSON_ORDER)
+        return (len(knob_work.LESSON_ORDER) + 1, 0, 0, path)
+    lesson = knob_work.lesson_rank(k)
     backend = k.variants.get("backend", "") if isinstance(k.variants, dict) else ""
     rank = BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else len(BACKEND_ORDER)
     return (lesson, rank, int(k.compile), k.tag)

@@ -3,6 +3,7 @@ mask rebuilt on every call, the guarded softmax), and a fused backend's one op o
 
 from __future__ import annotations
 
+from common.report.facts import knob_work
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
@@ -52,8 +53,7 @@ def out_of_place_copy(t: Tables):
     else:
         spent, whole, of = s.ops_us.get("aten::clone", 0.0), s.wall_us, "time"
         what = "aten::clone -> aten::copy_"
-    script = t.knobs.script if t.knobs is not None else ""
-    where = "uv run 04_b_inplace_ops_attention.py" if script.startswith("04_a") else "Tensor.masked_fill_"
+    where = knob_work.inplace_command(t.knobs) or "Tensor.masked_fill_"
     share = f", {100 * spent / whole:.0f}% of masked_fill's {of}" if whole > 0 else ""
     return Finding("out_of_place_copy", f"aten::masked_fill is out of place: it copies its input before filling "
                    f"({what}, {_per(clones, s.calls)}, {fmt_us(spent)} in all{share})",

@@ -4,6 +4,7 @@ path, addmm against mm + add, the GEMM kernels' names, the hotspot kernel, metad
 from __future__ import annotations
 
 
+from common.report.facts import knob_work
 from common.report.model import names as trace_names
 from common.report.model.gpus import Gpu
 from common.report.findings import Finding
@@ -170,8 +171,7 @@ def linear_chain(t: Tables):
                        dict(linear=rows["aten::linear"], addmm_in_linear=linear["aten::addmm"],
                             views={op: linear.get(op, 0) for op in ("aten::t", "aten::transpose")}, compiled=False))
     knobs = t.knobs
-    if t.compile is None or rows.get("aten::linear") or not t.compile.hashes or knobs is None \
-            or knobs.script != "02_linear":
+    if t.compile is None or rows.get("aten::linear") or not t.compile.hashes or not knob_work.linear_lesson(knobs):
         return None  # only 02's trace says its addmm is an nn.Linear (Part 1's compiled matmul + add is one too)
     views = rows.get("aten::t", 0)
     return Finding("linear_chain", f"compiled nn.Linear (P2.2): aten::addmm {addmm}x called from the compiled graph "

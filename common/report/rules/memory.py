@@ -10,12 +10,10 @@ from typing import Optional
 
 import numpy as np
 
+from common.report.facts import knob_work, workload
 from common.report.findings import Finding
 from common.report.facts.tables import Tables
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-ATTENTION_SCRIPTS = ("04_a_naive_attention", "04_b_inplace_ops_attention", "04_c_sdpa_attention",
-                     "04_d_kernels_attention")
 ROUNDING = 512  # the CUDA caching allocator rounds blocks up to 512 B: a scores block may be that much larger
 MIN_FIT = 0.8  # R² of a per-token trend before the rule calls it one
 
@@ -31,17 +29,20 @@ def attention_scores_memory(t: Tables):
     ``masked_fill`` one more, its copy (``masked_fill_`` writes in place: 04_b); a fused kernel
     (SDPA flash) none: the scores are never materialised as a tensor."""
     k, mem = t.knobs, t.memory
-    if mem is None or k is None or k.script not in ATTENTION_SCRIPTS or len(k.shape) != 4 or k.dtype not in DTYPE_BYTES:
+    if mem is None or k is None:
         return None
-    batch, heads, seq, head_dim = k.shape
-    scores = batch * heads * seq * seq * DTYPE_BYTES[k.dtype]
-    rows = [a for a in mem.annotations if a.name.endswith("_fwd")]
+    matrix = workload.scores(k.work) if k.work else knob_work.legacy_scores(k)
+    if matrix is None:
+        return None
+    scores = matrix.bytes
+    rows = [a for a in mem.annotations
+            if (a.name == matrix.annotation if matrix.annotation else a.name.endswith("_fwd"))]
     if not rows:
         return None
     a = max(rows, key=lambda r: r.allocated_bytes_per_call)
     score_sized = sum(per_call for size, per_call in a.largest_sizes if scores <= size <= scores + ROUNDING)
     copy = next((o.bytes_per_call for o in a.ops if o.name == "aten::masked_fill"), 0.0)
-    shape = f"[{batch}, {heads}, {seq}, {seq}] {k.dtype}"
+    shape = f"[{', '.join(map(str, matrix.shape))}] {matrix.dtype}"
     head = (f"{a.name} allocates {_b(a.allocated_bytes_per_call)} per forward in {a.allocations_per_call:g} "
             f"allocations on the {a.device}")
     if score_sized:
@@ -49,16 +50,16 @@ def attention_scores_memory(t: Tables):
         message = f"{head}: {score_sized:g} of them the size of a {shape} score matrix ({_b(scores)}): {ops}"
         if copy:
             message += f"; aten::masked_fill's copy is {_b(copy)} of it per forward"
-        hint = ("the out-of-place masked_fill copies the scores: masked_fill_ writes in place (04_b), one score "
+        hint = ("the out-of-place masked_fill copies the scores: masked_fill_ writes in place, one score "
                 "matrix less per forward" if copy else
-                "a fused attention kernel (04_c --backend flash) never materialises the score matrix")
+                "a fused attention kernel (SDPA's flash backend) never materialises the score matrix")
     else:
         message = (f"{head}, none as large as a {shape} score matrix ({_b(scores)}): the largest is "
                    f"{_b(a.largest_allocation_bytes)}; the scores are never materialised")
         hint = ""
     return Finding("attention_scores_memory", message, hint, dict(
         annotation=a.name, device=a.device, allocated_bytes_per_call=a.allocated_bytes_per_call,
-        allocations_per_call=a.allocations_per_call, scores_shape=[batch, heads, seq, seq], scores_bytes=scores,
+        allocations_per_call=a.allocations_per_call, scores_shape=list(matrix.shape), scores_bytes=scores,
         score_sized_per_call=score_sized, largest_bytes=a.largest_allocation_bytes,
         masked_fill_copy_bytes_per_call=copy, ops={o.name: o.bytes_per_call for o in a.ops}))
 
@@ -85,7 +86,7 @@ def kv_cache_growth(t: Tables):
         return Finding("kv_cache_growth", f"each decode allocates {_b(alloc_slope)} more than the one before "
                        f"({_b(min(a.allocated_bytes_of_calls))} to {_b(max(a.allocated_bytes_of_calls))} per decode "
                        f"on the {a.device}){live}: a cache that grows with every token (concatenated)",
-                       "a static cache (05_llm.py --cache static) is allocated once, before the decodes, and "
+                       f"a static cache ({_static_flag(t)}) is allocated once, before the decodes, and "
                        "written in place", evidence | dict(verdict="grows"))
     if flat:
         live = f"; the memory live after each decode changes by {_b(live_slope)} per token" if live_slope is not None else ""
@@ -95,6 +96,11 @@ def kv_cache_growth(t: Tables):
     return Finding("kv_cache_growth", f"cannot tell whether a cache grows: the allocations per decode change by "
                    f"{alloc_slope:+,.0f} B per token, with no steady trend (R² {alloc_fit:.2f})", "",
                    evidence | dict(verdict="cannot tell"), level="note")
+
+
+def _static_flag(t: Tables) -> str:
+    """How this run asks for a static cache: its own script's flag, else transformers' name for it."""
+    return f"{t.knobs.script}.py --cache static" if t.knobs is not None else "StaticCache"
 
 
 def _per_token(values: tuple, steps: tuple) -> tuple[Optional[float], float]:

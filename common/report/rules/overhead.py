@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.report.facts import knob_work
 from common.report.model.build import STEP_RE
 from common.report.findings import Finding, in_window
 from common.report.rules import advice, regime
@@ -112,9 +113,9 @@ def _cpu_work_evidence(t: Tables) -> dict:
 
 
 def _analogue(t: Tables, size: int) -> str:
-    """`` (the CPU analogue of Part 1's size N)`` in Part 1's own lesson; other runs tell their own story."""
-    return f" (the CPU analogue of Part 1's size {size})" if t.knobs is not None and t.knobs.script == "01_matmul_add" \
-        else " (on the CPU)"
+    """`` (the CPU analogue of Part 1's size N)`` in Part 1's own lesson; other runs (a copy of it too, whose
+    sizes are its own) tell their own story."""
+    return f" (the CPU analogue of Part 1's size {size})" if knob_work.part1_lesson(t.knobs) else " (on the CPU)"
 
 
 def _cpu_overhead_bound(t: Tables):

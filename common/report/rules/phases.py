@@ -3,6 +3,7 @@ work is overhead-bound."""
 
 from __future__ import annotations
 
+from common.report.facts import knob_work, workload
 from common.report.findings import Finding, in_window
 from common.report.rules import advice
 from common.report.facts.tables import Tables
@@ -10,13 +11,13 @@ from common.report.units import fmt_us, rounded
 
 
 def _tokens_per_call(t: Tables) -> dict:
-    """Tokens per call of 05_llm.py's phases (04_llm.py before Part 3), from the knobs the lesson writes into its trace
-    (shape = batch x prompt length x new tokens); empty for any other trace."""
+    """Tokens per call of each phase that embeds token ids, from the workload's count (a language model's
+    prefill and decode: :func:`~common.report.facts.workload.tokens_per_call`), else from an LLM lesson's
+    knobs; empty for any other trace."""
     knobs = t.knobs
-    if knobs is None or knobs.script not in ("04_llm", "05_llm") or len(knobs.shape) != 3:
+    if knobs is None:
         return {}
-    batch, prompt_len, _ = knobs.shape
-    return {"prefill": batch * prompt_len, "decode": batch}
+    return workload.tokens_per_call(knobs.work) if knobs.work else knob_work.llm_tokens(knobs)
 
 
 def _phase_cost_us(p) -> float:
@@ -77,9 +78,6 @@ def overhead_bound_phase(t: Tables):
                    level="warn", spans=in_window(t, t.per_phase.spans.get(light.name, ())))
 
 
-LLM_SCRIPTS = ("04_llm", "05_llm")  # the LLM lesson (04_llm.py before Part 3 took the number)
-
-
 def llm_decode_chain(t: Tables):
     """What the LLM lesson's variants change in one decode call, read from the ops it ran: attention
     as one aten::scaled_dot_product_attention per layer (--attn sdpa, Part 3's 04_c) or as
@@ -87,17 +85,17 @@ def llm_decode_chain(t: Tables):
     aten::cat (--cache dynamic: each layer's keys and values copied into a new, longer tensor every
     token) or written in place with aten::index_copy_ (--cache static: preallocated once)."""
     knobs, ops = t.knobs, t.per_phase.chains.get("decode", {})
-    if knobs is None or knobs.script not in LLM_SCRIPTS or not ops:
-        return None
+    if knobs is None or "decode" not in _tokens_per_call(t) or not ops:
+        return None  # a language model's decode (it embeds token ids), run by a lesson (its flags are the hints)
     static = knobs.variants.get("cache", "dynamic") == "static"
     sdpa, softmax, bmm = (ops.get(op, 0) for op in ("aten::scaled_dot_product_attention", "aten::softmax", "aten::bmm"))
     layers = sdpa or softmax  # one attention per layer
     parts, hints = [], []
     if sdpa:
-        parts.append(f"attention as aten::scaled_dot_product_attention {sdpa:g}x (one fused op per layer, Part 3's 04_c)")
+        parts.append(f"attention as aten::scaled_dot_product_attention {sdpa:g}x (one fused op per layer, Part 3's SDPA)")
     elif softmax:
         parts.append(f"attention as aten::bmm {bmm:g}x and aten::softmax {softmax:g}x (two matmuls and a softmax per "
-                     "layer, Part 3's 04_a chain)")
+                     "layer, Part 3's hand-written chain)")
         hints.append("the default --attn sdpa runs one fused op per layer instead")
     cat, index_copy = ops.get("aten::cat", 0), ops.get("aten::index_copy_", 0)
     if static and index_copy:
