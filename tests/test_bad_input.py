@@ -32,6 +32,8 @@ CASES = {
     "hub attention without CUDA": ("04_d_kernels_attention.py", [], {}, "04_c_sdpa_attention.py --backend flash"),
     "zero head_dim, hyphenated": ("04_a_naive_attention.py", ["--head-dim", "0"], {}, "must be positive"),
     "absurd seq": ("04_b_inplace_ops_attention.py", ["--seq", "10000000"], {}, "use smaller sizes"),
+    # a prefix of a flag is a typo, never that flag (argparse's abbreviations would run --size 64 over a trace)
+    "flag prefix": ("01_matmul_add.py", ["--siz", "64"], {}, "unrecognized arguments: --siz 64"),
 }
 
 

@@ -99,6 +99,10 @@ class Script:
     pass
 
 
+class Yours:
+    """docs/your-workload.md's copy of a lesson: run, as the page shows it, by tests/test_your_workload.py."""
+
+
 POSTS_01 = Lesson(replace={"--size": "64"})  # Part 1's 4096 matrices: 64 (the schedule is what counts)
 COMMANDS = {
     # Part 1: 4096 -> 64; the batch run at 32 (conftest's runs "01_batch", "01_cold_sched")
@@ -138,6 +142,9 @@ COMMANDS = {
     "uv run torchrun --standalone --nproc-per-node 2 06_ddp.py": Elsewhere("tests/test_ddp.py"),
     "uv run torchrun --standalone --nproc-per-node 2 06_ddp.py --bucket-cap-mb 1": Elsewhere("tests/test_ddp.py"),
     "uv run torchrun --standalone --nproc-per-node 2 06_ddp.py --straggler 1 --delay-ms 50": Elsewhere("tests/test_ddp.py"),
+    # your own workload (docs/your-workload.md)
+    "cp 03_simple_mlp.py my_model.py": Yours(),
+    "uv run my_model.py --batch 4 --seq 64 --dim 256 --hidden 1024": Yours(),
     # the report
     "uv run -m common.report TRACE": Report(),
     "uv run -m common.report traces/01_matmul_add/64_bf16_cold_eager.json": Report(),
@@ -454,3 +461,10 @@ def test_gpu_run_helpers(command, tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "01_matmul_add.py" in proc.stdout and not out.exists()
 
+
+
+@pytest.mark.parametrize("command", [c for c, how in COMMANDS.items() if isinstance(how, Yours)])
+def test_your_workload_commands_are_the_ones_its_test_runs(command):
+    from test_your_workload import doc_commands
+
+    assert command in doc_commands()

@@ -1,0 +1,172 @@
+"""Your own workload (issue 35): a lesson copied to a new name, its workload changed in a way its shape
+flags cannot express, run as a learner runs it (from their own folder, no --trace_dir). The copy writes
+under its own name, counts its own work before profiling (common/work.py), and its report's FLOPs per step
+are that count, equal to one the test makes on its own: arithmetic written here, and torch's
+FlopCounterMode for attention (a causal one at half its count, as docs/report.md states). The roofline
+appears without --record-shapes, and no finding names a lesson or a post's part the copy does not run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, module_command, run_script
+
+B, S, D, H = 2, 16, 64, 256  # the MLP's batch, seq, dim, hidden: small, a run takes seconds
+HEADS, SEQ, HEAD_DIM = 4, 64, 32
+
+
+def _mlp_flops() -> int:
+    tokens = B * S
+    return 3 * 2 * tokens * D * H + 2 * 2 * tokens * D * 4 * D  # the GeGLU MLP's 3 GEMMs, then dim -> 4 dim -> dim
+
+
+def _sdpa_flops(causal: bool) -> int:
+    """FlopCounterMode's count of one SDPA forward at the copy's shape, halved where causal."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    q = torch.randn(2, HEADS, SEQ, HEAD_DIM)
+    with FlopCounterMode(display=False) as counter:
+        F.scaled_dot_product_attention(q, q, q, is_causal=causal)
+    return counter.get_total_flops() // (2 if causal else 1)
+
+
+# Each case: the lesson, its edit (old text -> new text, each must be found), the copy's flags, the FLOPs
+# one step must count (by arithmetic or FlopCounterMode, never by the code under test).
+CASES = {
+    "my_matmul": ("01_matmul_add.py", [("return torch.add(torch.matmul(x, w), b)",
+                                         "return torch.matmul(torch.relu(torch.add(torch.matmul(x, w), b)), w)")],
+                  ["--size", "32", "--warmup"], lambda: 2 * 2 * 32**3),
+    "my_linear": ("02_linear.py", [("model = nn.Linear(", "model = nn.Sequential(nn.Linear("),
+                                   ("bias=True)", "bias=True), nn.GELU(), nn.Linear(fan_out, fan_out))")],
+                  ["--batch", "8", "--in_dim", "16", "--out_dim", "32"], lambda: 2 * 8 * 16 * 32 + 2 * 8 * 32 * 32),
+    "my_model": ("03_simple_mlp.py",
+                 [("        self.down_proj = nn.Linear(hidden, dim, bias=False)\n",
+                   "        self.down_proj = nn.Linear(hidden, dim, bias=False)\n        self.norm = nn.LayerNorm(dim)\n"
+                   "        self.wide = nn.Linear(dim, 4 * dim, bias=False)\n        self.narrow = nn.Linear(4 * dim, dim, bias=False)\n"),
+                  ("return self.down_proj(F.gelu(self.gate_proj(x), approximate=\"tanh\") * self.up_proj(x))",
+                   "y = self.down_proj(F.gelu(self.gate_proj(x), approximate=\"tanh\") * self.up_proj(x))\n"
+                   "        return self.narrow(F.relu(self.wide(self.norm(y))))")],
+                 ["--batch", str(B), "--seq", str(S), "--dim", str(D), "--hidden", str(H)], _mlp_flops),
+    "my_attention": ("04_c_sdpa_attention.py", [("is_causal=True)", "is_causal=False)")],
+                     ["--batch", "2", "--heads", str(HEADS), "--seq", str(SEQ), "--head_dim", str(HEAD_DIM),
+                      "--backend", "flash"], lambda: _sdpa_flops(causal=False)),
+    "my_naive": ("04_a_naive_attention.py", [("attn = torch.softmax(scores, dim=-1)",
+                                              "attn = torch.softmax(scores, dim=-1)\n        attn = attn @ attn.transpose(-2, -1)")],
+                 ["--batch", "2", "--heads", str(HEADS), "--seq", str(SEQ), "--head_dim", str(HEAD_DIM),
+                  "--profile-memory"],
+                 lambda: 2 * 2 * HEADS * (2 * SEQ * SEQ * HEAD_DIM + SEQ * SEQ * SEQ)),
+    # another head split: the heads' outputs merged back through one more projection, [seq, heads·dim] @ [heads·dim, heads·dim]
+    "my_inplace": ("04_b_inplace_ops_attention.py",
+                   [("        out = torch.matmul(attn, v)  # [batch, heads, seq, head_dim]\n",
+                     "        out = torch.matmul(attn, v)  # [batch, heads, seq, head_dim]\n"
+                     "        merged = out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)\n"
+                     "        out = merged @ torch.ones(merged.shape[-1], merged.shape[-1], dtype=out.dtype)\n")],
+                   ["--batch", "2", "--heads", str(HEADS), "--seq", str(SEQ), "--head_dim", str(HEAD_DIM)],
+                   lambda: 2 * 2 * HEADS * 2 * SEQ * SEQ * HEAD_DIM + 2 * 2 * SEQ * (HEADS * HEAD_DIM) ** 2),
+}
+# a lesson's name, or a lesson's shape claimed for the copy ("the CPU analogue of Part 1's size 64")
+LESSON_WORDS = re.compile(r"\b0[1-6]_[a-z_]+|Part \d's size|lesson's size")
+
+
+def _copy(tmp: Path, name: str) -> Path:
+    lesson, edits, _, _ = CASES[name]
+    text = (REPO / lesson).read_text()
+    for old, new in edits:
+        assert old in text, f"{lesson} no longer holds {old!r}: update the copy's edit"
+        text = text.replace(old, new)
+    copy = tmp / f"{name}.py"
+    copy.write_text(text)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    """Every copy run from its own folder, two at a time, and its report's JSON."""
+    base = tmp_path_factory.mktemp("yours")
+
+    def go(name):
+        folder = base / name
+        folder.mkdir()
+        copy = _copy(folder, name)
+        run = run_script(str(copy), *CASES[name][2], "--no-report", cwd=folder)
+        assert run.returncode == 0, run.stderr
+        traces = sorted((folder / "traces").rglob("*.json"))
+        report = subprocess.run(module_command("common.report", "--json", *traces[:1]), cwd=REPO,
+                                capture_output=True, text=True, timeout=120)
+        text = subprocess.run(module_command("common.report", *traces[:1]), cwd=REPO, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+        return name, dict(run=run, folder=folder, traces=traces, doc=json.loads(report.stdout), text=text.stdout)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(go, CASES))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_copy_writes_under_its_own_name(copies, name):
+    c = copies[name]
+    assert [p.parent for p in c["traces"]] == [c["folder"] / "traces" / name], c["traces"]
+    assert not (REPO / "traces" / name).exists()
+    doc = json.loads(c["traces"][0].read_text())
+    lesson = doc["lesson"] if isinstance(doc["lesson"], dict) else json.loads(doc["lesson"])
+    assert lesson["script"] == name
+    assert f"uv run {name}.py" in subprocess.run([sys.executable, str(c["folder"] / f"{name}.py"), "--help"],
+                                                   capture_output=True, text=True, cwd=c["folder"]).stdout
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_copy_counts_its_own_work(copies, name):
+    """The roofline's rows per step add up to the test's own count, without --record-shapes."""
+    c = copies[name]
+    r = c["doc"]["roofline"]
+    assert r is not None and r["source"] == "count", r
+    assert sum(row["flops"] for row in r["rows"]) == CASES[name][3](), r["rows"]
+    assert "Roofline" in c["text"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_no_finding_names_a_lesson_the_copy_does_not_run(copies, name):
+    said = [f"{f['rule']}: {f['message']} {f.get('hint') or ''}" for f in copies[name]["doc"]["findings"]]
+    assert not [s for s in said if LESSON_WORDS.search(s)], said
+
+
+DOC = REPO / "docs" / "your-workload.md"
+
+
+def doc_commands() -> list[str]:
+    """The commands of docs/your-workload.md's first bash block."""
+    block = DOC.read_text().split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_pages_commands_copy_and_run(tmp_path):
+    """docs/your-workload.md as a learner follows it, in a folder of their own: the cp, then the run (with
+    this interpreter for ``uv run``); the copy writes under its name and prints its count."""
+    shutil.copy(REPO / "03_simple_mlp.py", tmp_path)
+    cp, run = doc_commands()
+    assert subprocess.run(cp, shell=True, cwd=tmp_path).returncode == 0
+    argv = run.split()
+    assert argv[:2] == ["uv", "run"]
+    proc = run_script(str(tmp_path / argv[2]), *argv[3:], "--no-report", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [p.parent.name for p in (tmp_path / "traces").rglob("*.json")] == ["my_model"]
+    said = " ".join(proc.stdout.split())
+    assert "work one call of step(): 5 aten ops, 403 MFLOP" in said and "fake tensors" in said, said
+
+
+def test_a_copy_of_the_naive_attention_keeps_its_memory_finding(copies):
+    """--profile-memory on the naive attention's copy: the score matrix's size comes from the count (its
+    [batch, heads, seq, seq] as the scale reads it), in the annotation that holds the attention."""
+    (f,) = [f for f in copies["my_naive"]["doc"]["findings"] if f["rule"] == "attention_scores_memory"]
+    assert f["evidence"]["scores_shape"] == [2, HEADS, SEQ, SEQ] and f["evidence"]["annotation"] == "attn_fwd"
+    assert f["evidence"]["score_sized_per_call"] >= 3
