@@ -230,3 +230,15 @@ def test_glance_sets_the_variants_side_by_side(attention_runs):
     assert text.returncode == 0, text.stderr
     assert "04_a_naive_attention" in text.stdout and "04_c_sdpa_attention" in text.stdout
     assert max(map(len, text.stdout.splitlines())) <= 80
+
+
+@pytest.mark.parametrize("key", ["math", "flash", "auto"])
+def test_one_flop_count_per_step_whichever_backend(attention_runs, key):
+    """Every backend's step counts the causal attention once, 2·B·H·S²·D (the unmasked half), from the lesson's
+    own count: the math backend's bmm are the attention's, not FLOPs on top of it (their own row says what
+    they execute)."""
+    r = report_json(str(trace_of(attention_runs[key])))["roofline"]
+    per_step = 2 * 2 * 4 * 256 * 256 * 64
+    assert r["source"] == "count" and r["step_flops"] == per_step * 3, r
+    (attention,) = [row for row in r["rows"] if row["op"].startswith("attention forward")]
+    assert attention["flops"] == per_step and attention["causal"] is True

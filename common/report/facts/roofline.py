@@ -59,6 +59,7 @@ from common.report.facts.knob_work import ATTENTION as ATTENTION_ROW
 from common.report.facts.knob_work import GEMMS as GEMM_ROW
 from common.report.facts.knob_work import attention_row, gemm_row
 from common.report.facts import workload
+from common.work import call_flops
 from common.report.facts.op_arithmetic import Work, work_of
 from common.report.model.peaks import Peak, compute_peak, peak_of
 from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, wants_shapes
@@ -204,7 +205,9 @@ def counted_calls(m: Model) -> Calls:
     counted_parts = workload.parts(knobs.work) if knobs is not None else ()
     if counted_parts:
         per_step = _work_calls(m, rows, times, tf32, counted_parts)
-        return Calls(per_step, "count", timed_on, device_name, sum(c.work.flops for c in per_step), walls) \
+        # one count per operation: an SDPA call once, not again as the GEMMs its math backend ran
+        steps = len(m.steps) if walls else 0
+        return Calls(per_step, "count", timed_on, device_name, (call_flops(knobs.work) or 0) * steps, walls) \
             if per_step else Calls((), None, timed_on, device_name)
     attention = knobs is not None and attention_row(knobs) is not None  # timed by its steps: counted ops or not
     if knobs is None or not (rows.size or attention) or not (knobs.matmul_flops_per_step or attention):
