@@ -134,6 +134,12 @@ def test_a_copy_counts_its_own_work(copies, name):
     assert "Roofline" in c["text"]
 
 
+def test_attention_that_is_not_causal_is_not_called_causal(copies):
+    """The copy made SDPA's attention non-causal: its row counts every score, and the words say so."""
+    (f,) = [f for f in copies["my_attention"]["doc"]["findings"] if f["rule"] == "roofline"]
+    assert "not causal" in f["message"] and "unmasked half" not in f["message"], f["message"]
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_no_finding_names_a_lesson_the_copy_does_not_run(copies, name):
     said = [f"{f['rule']}: {f['message']} {f.get('hint') or ''}" for f in copies[name]["doc"]["findings"]]

@@ -17,8 +17,8 @@ def _what(row, source: str | None) -> str:
     knobs, or the knobs' FLOPs."""
     by = "the workload's count" if source == "count" else "the lesson's knobs"
     if row.op == ATTENTION:
-        return (f"the attention forward ({fmt_flops(row.flops)} per step by {by}, {row.shape}, "
-                f"{row.dtype}; {CAUSAL_WORDS})")
+        causal = CAUSAL_WORDS if row.causal is not False else "not causal: every score counts"
+        return f"the attention forward ({fmt_flops(row.flops)} per step by {by}, {row.shape}, {row.dtype}; {causal})"
     if row.op == GEMMS:
         return f"the step's GEMMs ({row.shape}: {fmt_flops(row.flops)} by {by}, {row.dtype})"
     if row.op == KNOBS_OP:
