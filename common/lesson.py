@@ -83,8 +83,8 @@ class Lesson:
         profiler starts: no kernel runs, so a cold run stays cold. The report reads the workload from it,
         whatever the script is called; the FLOPs per step are the count's, never typed in by hand."""
         work = count(step, compiled=self.args.compile)
-        flops = call_flops(work)
-        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=flops or self.knobs.matmul_flops_per_step)
+        flops = call_flops(work) or self.knobs.matmul_flops_per_step
+        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=flops)
         self.console.print(escape(describe_work(work)))
         return dataclasses.replace(self, knobs=knobs)
 

@@ -90,7 +90,8 @@ def dtype_name(dtype) -> str:
 
 
 class _Counter:
-    """A TorchDispatchMode (made when entered) that writes down every aten op that does work."""
+    """Two modes, made when entered: a torch function mode that sees each SDPA call whole, and a dispatch
+    mode that writes down every aten op that does work (and follows ``record_function``)."""
 
     def __init__(self):
         self.annotations: list[str] = []

@@ -279,6 +279,7 @@ def _work_calls(m: Model, rows: np.ndarray, times: np.ndarray, tf32: np.ndarray,
     (as :func:`_attention_calls`), else by the attention ops inside it."""
     names = np.array([m.names[n] for n in m.cpu.name[rows].tolist()], dtype=object)
     step_time = _step_times(m)
+    inside = {a: _inside(m, a) for a in {part.annotation for part in parts}}  # once per annotation, not per part
     out = []
     for part in parts:
         work = Work(part.flops, part.bytes, part.shape, part.dtype, part.causal)
@@ -286,7 +287,7 @@ def _work_calls(m: Model, rows: np.ndarray, times: np.ndarray, tf32: np.ndarray,
         if part.kind == "attention" and part.alone:
             out += [Call(op, work, float(t), False) for t in step_time.tolist() if t > 0]
             continue
-        mine = rows[np.isin(names, list(part.ops)) & _inside(m, part.annotation)[rows]]
+        mine = rows[np.isin(names, list(part.ops)) & inside[part.annotation][rows]]
         for s in np.unique(m.cpu.step[mine]).tolist():
             here = mine[m.cpu.step[mine] == s]
             time = float(times[here].sum())

@@ -20,6 +20,7 @@ Plain Python: the description is JSON that any run may hold; a row that is not w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import Optional
 
 from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS
@@ -124,14 +125,14 @@ def scores(work: Optional[dict]) -> Optional[Scores]:
         a = r.get("attention")
         if a and r["dtype"] in DTYPE_SIZE:
             shape = (a["batch"], a["heads"], a["seq_q"], a["seq_kv"])
-            return Scores(r["annotation"], shape, r["dtype"], _numel(shape) * DTYPE_SIZE[r["dtype"]])
+            return Scores(r["annotation"], shape, r["dtype"], prod(shape) * DTYPE_SIZE[r["dtype"]])
     for r in rows:
         if r["op"] in ("aten::bmm", "aten::baddbmm") and _qk(r["shapes"][-2:]) and r["dtype"] in DTYPE_SIZE:
             (n, seq, _), (_, _, keys) = r["shapes"][-2:]
             shape = (n, seq, keys)
             four = next((tuple(s) for o in rows if o["annotation"] == r["annotation"] for s in o["shapes"][:1]
-                         if len(s) == 4 and _numel(s) == _numel(shape)), shape)
-            return Scores(r["annotation"], four, r["dtype"], _numel(shape) * DTYPE_SIZE[r["dtype"]])
+                         if len(s) == 4 and prod(s) == prod(shape)), shape)
+            return Scores(r["annotation"], four, r["dtype"], prod(shape) * DTYPE_SIZE[r["dtype"]])
     return None
 
 
@@ -143,18 +144,11 @@ def _qk(shapes: list) -> bool:
     return n == n2 and d == d2 and d < s and d < s2
 
 
-def _numel(shape) -> int:
-    out = 1
-    for n in shape:
-        out *= int(n)
-    return out
-
-
 def tokens_per_call(work: Optional[dict]) -> dict:
     """Tokens per call of each annotation that embeds token ids (``aten::embedding``'s indices: a language
     model's ``prefill`` reads the prompt, its ``decode`` one token per sequence); {} where none does."""
     out = {}
     for r in (work or {}).get("ops") or ():
         if _valid(r) and r["op"] == "aten::embedding" and len(r["shapes"]) >= 2 and r["annotation"]:
-            out.setdefault(r["annotation"], _numel(r["shapes"][1]))
+            out.setdefault(r["annotation"], prod(r["shapes"][1]))
     return out
