@@ -13,6 +13,7 @@ from common.errors import quit_on_interrupt
 if __name__ == "__main__":
     quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
 
+import functools  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from common.errors import fail  # noqa: E402
@@ -73,7 +74,6 @@ def main(args):
         shape=(args.batch, args.seq, dim, hidden),
         # two models (Liger's and the plain one): x, the output and three weights each; the intermediates
         elements=2 * (2 * tokens * dim + 3 * dim * hidden) + 4 * tokens * hidden,
-        matmul_flops=3 * 2 * tokens * dim * hidden,  # gate, up and down: three GEMMs of 2*tokens*dim*hidden each
         needs_cuda="the hand-tuned Liger kernel is written in Triton for GPUs. Without a GPU, see the fused "
                    "kernel Inductor writes for the CPU: uv run 03_simple_mlp.py --compile",
     )
@@ -95,12 +95,15 @@ def main(args):
     compiled = torch.compile(model, mode=args.compile_mode) if args.compile else model
 
     # 2. One forward, without autograd, annotated so it is easy to find in the trace.
-    def step():
+    def step(mlp=compiled):
         with torch.no_grad(), torch.profiler.record_function("kernels_mlp_fwd"):
-            return compiled(x)
+            return mlp(x)
 
     # 3. Warm-up (on by default here; --no-warmup profiles cold): un-profiled calls of step(), then a sync.
     lesson.warm_up(step)
+    # Guess, then look: one forward's work, counted on fake tensors through the plain MLP (the same three
+    # GEMMs: Liger's Triton kernel cannot run on fake tensors)
+    lesson = lesson.counted(functools.partial(step, reference), stand_in="through the plain PyTorch MLP")
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule

@@ -77,14 +77,14 @@ class Lesson:
                 step()
             self.sync()
 
-    def counted(self, step: Callable[[], object]) -> "Lesson":
+    def counted(self, step: Callable[[], object], *, stand_in: str | None = None) -> "Lesson":
         """Guess, then look: the lesson with what one call of ``step()`` runs in its knobs (``work``: each
         aten op, its shapes, FLOPs and bytes; :mod:`common.work`), counted on fake tensors before the
         profiler starts: no kernel runs, so a cold run stays cold. The report reads the workload from it,
-        whatever the script is called; the FLOPs per step are the count's, never typed in by hand."""
-        work = count(step, compiled=self.args.compile)
-        flops = call_flops(work) or self.knobs.matmul_flops_per_step
-        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=flops)
+        whatever the script is called; the FLOPs per step are the count's, never typed in by hand.
+        ``stand_in``: what ``step`` runs in place of a kernel that fake tensors cannot run (said in the count)."""
+        work = count(step, compiled=self.args.compile, stand_in=stand_in)
+        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=call_flops(work))
         self.console.print(escape(describe_work(work)))
         return dataclasses.replace(self, knobs=knobs)
 
@@ -225,7 +225,6 @@ def setup(
     elements: int,
     needs_cuda: str | None = None,
     variants: Sequence[Variant] = (),
-    matmul_flops: int | None = None,
     guess: "Guess | None" = None,
     check: "Callable[[torch.device], None] | None" = None,
 ) -> Lesson:
@@ -236,8 +235,6 @@ def setup(
     ``needs_cuda``, for a GPU-only lesson, says why and what to run instead when there is no CUDA.
     ``variants`` gives the lesson's own knobs that change the trace (``[("attn", "eager")]``), for
     the file name and the trace's metadata; leave out a knob at its default value.
-    ``matmul_flops`` counts the workload's matrix-multiply arithmetic per step (2*m*n*k per GEMM),
-    so the report can say how fast the compute ran, and notice a machine too busy to judge.
     ``guess`` is what the post expects one annotated call to run (:mod:`common.guess`): the report
     prints it against what ran, mismatches first.
     ``check(device)`` refuses flags the device cannot run (``fail``), before anything is printed.
@@ -285,7 +282,6 @@ def setup(
         schedule=args.schedule,
         record_shapes=args.record_shapes, profile_memory=args.profile_memory, with_stack=args.with_stack,
         variants={k: v for k, v in own},
-        matmul_flops_per_step=matmul_flops,
         guess=guess.to_json() if guess is not None else None,
         cpu=cpu.to_knobs(cpu_choice) if cpu_choice else None,
     )

@@ -11,6 +11,11 @@ dispatch mode that writes down each aten op that does work (views aside):
   that keeps everything else on chip moves;
 - the innermost ``record_function`` it ran under (the lesson's annotation: ``mlp_fwd``, ``decode``).
 
+The step runs in its own grad mode, so a training step's backward and optimizer step are counted too
+(``forward``, ``backward``, ``optimizer_step``). Nothing real changes: each parameter's ``.grad`` and each
+optimizer's state are put back as they were (a fake gradient or a fake Adam moment left on a real
+parameter would break the next real step).
+
 An ``F.scaled_dot_product_attention`` call is also one row of its own (``aten::scaled_dot_product_attention``,
 as the trace names it), seen before a backend splits it into aten ops (a torch function mode): its batch,
 heads, query and key lengths, head size and causal flag, and torch's count of its FLOPs. FlopCounterMode
@@ -32,20 +37,47 @@ import contextlib
 from typing import Any, Callable
 
 
-def count(step: Callable[[], object], *, compiled: bool) -> dict:
-    """One call of ``step()`` counted on fake tensors: the trace's ``work`` description (plain JSON)."""
+def count(step: Callable[[], object], *, compiled: bool, stand_in: str | None = None) -> dict:
+    """One call of ``step()`` counted on fake tensors: the trace's ``work`` description (plain JSON).
+    ``stand_in`` says what ``step`` runs instead of the workload, where that cannot run on fake tensors
+    (a Triton or Hub kernel: the same operation by plain PyTorch), for the description's ``how``."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    how = "fake tensors, eager" if compiled else "fake tensors"
+    how = ", ".join(filter(None, ("fake tensors", "eager" if compiled else None, stand_in)))
     counter = _Counter()
     try:
-        with _eager(compiled), FakeTensorMode(allow_non_fake_inputs=True), counter, torch.no_grad():
+        with _kept_state(counter), _eager(compiled), FakeTensorMode(allow_non_fake_inputs=True), counter:
             step()
     except Exception as exc:  # the workload needs real values: say why, count nothing
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip(": ")
         return {"how": how, "ops": [], "error": reason[:300]}
     return {"how": how, "ops": counter.rows()}
+
+
+@contextlib.contextmanager
+def _kept_state(counter: "_Counter"):
+    """Every real parameter's ``.grad`` and every stepped optimizer's state as they were before the count.
+    A fake step's backward sets a real leaf's ``.grad`` to a fake tensor, and an optimizer's first step
+    fills its state with fake ones; in-place updates of real tensors only touch fake copies."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    optimizers: dict[int, tuple] = {}
+
+    def remember(opt, args, kwargs):
+        if id(opt) not in optimizers:
+            optimizers[id(opt)] = (opt, {p: dict(state) for p, state in opt.state.items()})
+
+    hook = register_optimizer_step_pre_hook(remember)
+    try:
+        yield
+    finally:
+        hook.remove()
+        for leaf, grad in counter.leaves.values():
+            leaf.grad = grad
+        for opt, state in optimizers.values():
+            opt.state.clear()
+            opt.state.update(state)
 
 
 def _eager(compiled: bool) -> contextlib.AbstractContextManager:
@@ -97,6 +129,7 @@ class _Counter:
         self.annotations: list[str] = []
         self.table: dict[tuple, dict] = {}
         self.within: list[str] = []  # the operation (SDPA) whose aten ops are being dispatched
+        self.leaves: dict[int, tuple] = {}  # id -> (a real tensor that takes gradients, its .grad when first seen)
         self._modes: list = []
 
     def __enter__(self):
@@ -113,10 +146,12 @@ class _Counter:
                 return out
 
         class Operations(TorchFunctionMode):
-            """``F.scaled_dot_product_attention`` as one operation, before a backend splits it into aten ops."""
+            """``F.scaled_dot_product_attention`` as one operation, before a backend splits it into aten ops;
+            and each real parameter a function is given, to put its ``.grad`` back after the count."""
 
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
+                counter.keep_leaves(_tensors((args, kwargs)))  # above autograd: the parameters themselves
                 if func is not F.scaled_dot_product_attention:
                     return func(*args, **kwargs)
                 counter.within.append("aten::scaled_dot_product_attention")
@@ -179,6 +214,14 @@ class _Counter:
         if not outputs or (not func._schema.is_mutable and _aliases(outputs, inputs)):
             return  # a view by another name (aten::_unsafe_view): no work
         self.add(f"aten::{func._schema.name.split('::')[-1]}", inputs, outputs, _flops(func, args, kwargs, out))
+
+    def keep_leaves(self, inputs: list) -> None:
+        """Note each real parameter (a leaf that takes gradients) with its ``.grad`` before this step's backward."""
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        for t in inputs:
+            if t.requires_grad and t.is_leaf and id(t) not in self.leaves and not isinstance(t, FakeTensor):
+                self.leaves[id(t)] = (t, t.grad)
 
     def rows(self) -> list[dict]:
         return list(self.table.values())
