@@ -20,7 +20,9 @@ def _what(row, source: str | None) -> str:
         causal = CAUSAL_WORDS if row.causal is not False else "not causal: every score counts"
         return f"the attention forward ({fmt_flops(row.flops)} per step by {by}, {row.shape}, {row.dtype}; {causal})"
     if row.op == GEMMS:
-        return f"the step's GEMMs ({row.shape}: {fmt_flops(row.flops)} by {by}, {row.dtype})"
+        part = _label(row)  # one part of a step (``backward's GEMMs``), or all its GEMMs
+        name = "the step's GEMMs" if part == "the GEMMs" else part
+        return f"{name} ({row.shape}: {fmt_flops(row.flops)} by {by}, {row.dtype})"
     if row.op == KNOBS_OP:
         return f"the GEMMs and attention of one step ({fmt_flops(row.flops)} by the lesson's knobs, {row.dtype})"
     return f"{row.op} {row.shape} ({row.dtype})"
@@ -56,7 +58,8 @@ def _by_intensity(r) -> str:
     others = ", ".join(f"{_label(row)} at {row.intensity:,.3g}" for row in counted if row not in low)
     return (f"; by intensity alone, {said}: memory-bound on any CPU or GPU (every ridge point lies above "
             f"{LOW_INTENSITY:g} FLOP/byte: each byte moved serves under {LOW_INTENSITY:g} FLOPs)"
-            + (f", where {others} FLOP/byte can use the compute" if others else ""))
+            + (f"; {others} FLOP/byte lie above that line: which roof holds them depends on the machine's "
+               "ridge point" if others else ""))
 
 
 def _label(row) -> str:
@@ -64,6 +67,17 @@ def _label(row) -> str:
     what = "GEMMs" if row.op == GEMMS else "attention"
     head = row.shape.split(" ")[0]
     return f"{head[:-1]}'s {what}" if head.endswith(":") else f"the {what}"
+
+
+def _steps_text(r) -> str:
+    """The steps' own rate, and which FLOPs it divides: the top row's alone, or (where the count has several
+    rows: forward and backward, prefill and decode) every row's together, named, so no sentence mixes counts."""
+    if r.step_tflops is None or (r.timed_on == "cpu" and r.rows[0].row.op == ATTENTION):
+        return ""  # (an attention forward on the CPU is timed over the steps' wall time already)
+    counted = [j.row for j in r.rows if j.row.op in (GEMMS, ATTENTION)]
+    work = (f"all of a step's counted work ({', '.join(_label(row) for row in counted)}) " if len(counted) > 1
+            else "")
+    return f"; {work}over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
 
 
 def _far_hint(t: Tables) -> str:
@@ -91,8 +105,7 @@ def roofline(t: Tables):
     what = _what(row, r.source)
     calls = f"{row.calls:,} call{'s' if row.calls != 1 else ''}" if row.op not in KNOB_ROWS else f"{row.calls} steps"
     intensity = f", {row.intensity:,.1f} FLOP/byte" if row.intensity is not None else ""
-    steps = (f"; over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
-             if r.step_tflops is not None else "")
+    steps = _steps_text(r)
     ev = dict(device=r.device, source=r.source, timed_on=r.timed_on, note=r.note,
               step_gflops=rounded(r.step_tflops * 1e3, 3) if r.step_tflops is not None else None,
               gflops=rounded(row.tflops * 1e3, 3) if row.tflops is not None else None,
