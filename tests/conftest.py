@@ -126,13 +126,16 @@ def write_trace(path: Path, events: list, **top) -> Path:
     return path
 
 
-def run_torchrun(script: str, *args: str, trace_dir: Path, nproc: int = 2, timeout: float = 300) -> Run:
-    """`torchrun --standalone --nproc-per-node N <script> ARGS --trace_dir DIR`, with this Python."""
+def run_torchrun(script: str, *args: str, trace_dir: Path | None = None, nproc: int = 2, timeout: float = 300,
+                 cwd: Path = REPO) -> Run:
+    """`torchrun --standalone --nproc-per-node N <script> ARGS --trace_dir DIR` from the repo root (or
+    ``cwd``), with this Python; without ``trace_dir`` the script's own folder, ``traces/<script>``."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           str(REPO / script), *args, "--trace_dir", str(trace_dir)]
+           str(REPO / script), *args, *(["--trace_dir", str(trace_dir)] if trace_dir is not None else [])]
     env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
-    return Run(script, list(args), trace_dir, proc.returncode, proc.stdout, proc.stderr)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
+    return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, proc.stdout,
+               proc.stderr, cwd)
 
 
 def free_port() -> int:

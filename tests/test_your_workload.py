@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, module_command, run_script
+from conftest import REPO, module_command, run_script, run_torchrun
 
 B, S, D, H = 2, 16, 64, 256  # the MLP's batch, seq, dim, hidden: small, a run takes seconds
 HEADS, SEQ, HEAD_DIM = 4, 64, 32
@@ -39,6 +39,39 @@ def _sdpa_flops(causal: bool) -> int:
     with FlopCounterMode(display=False) as counter:
         F.scaled_dot_product_attention(q, q, q, is_causal=causal)
     return counter.get_total_flops() // (2 if causal else 1)
+
+
+PROMPT, NEW = 16, 4  # the LLM copy's prompt tokens and decode forwards
+DDP_B, DDP_S, DDP_D, DDP_H, BLOCKS = 2, 16, 64, 256, 2  # the DDP copy's per-rank batch, seq, dim, hidden, blocks
+
+
+def _llm_flops() -> int:
+    """FlopCounterMode over the copy's request, made here on the lesson's default Llama (random weights,
+    eager attention: plain matmuls, every score counted): the prefill with the cache and the last position's
+    logits, NEW decode forwards, then the copy's score pass over the whole text."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForCausalLM, DynamicCache
+
+    from common.llm import default_config
+
+    model = AutoModelForCausalLM.from_config(default_config(), attn_implementation="eager").eval()
+    text = torch.zeros(1, PROMPT, dtype=torch.long)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        cache = DynamicCache()
+        model(input_ids=text, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        for _ in range(NEW):
+            model(input_ids=text[:, :1], past_key_values=cache, use_cache=True)
+        model(input_ids=torch.zeros(1, PROMPT + NEW + 1, dtype=torch.long))
+    return counter.get_total_flops()
+
+
+def _ddp_flops() -> int:
+    """A training step of the DDP copy by arithmetic: each block's four GEMMs forward; backward, each weight's
+    gradient and each input's, but for the first block's gate and up (the batch takes no gradient)."""
+    tokens = DDP_B * DDP_S
+    forward = BLOCKS * (3 * 2 * tokens * DDP_D * DDP_H + 2 * tokens * DDP_D * DDP_D)
+    return 3 * forward - 2 * (2 * tokens * DDP_D * DDP_H)
 
 
 # Each case: the lesson, its edit (old text -> new text, each must be found), the copy's flags, the FLOPs
@@ -74,6 +107,21 @@ CASES = {
                      "        out = merged @ torch.ones(merged.shape[-1], merged.shape[-1], dtype=out.dtype)\n")],
                    ["--batch", "2", "--heads", str(HEADS), "--seq", str(SEQ), "--head_dim", str(HEAD_DIM)],
                    lambda: 2 * 2 * HEADS * 2 * SEQ * SEQ * HEAD_DIM + 2 * 2 * SEQ * (HEADS * HEAD_DIM) ** 2),
+    # a score pass after the request: the whole text once more, without the cache (e.g. to rank answers)
+    "my_llm": ("05_llm.py", [("        return torch.cat(generated, dim=1)\n",
+                              "            with torch.profiler.record_function(\"score\"):\n"
+                              "                model(input_ids=torch.cat([prompt, *generated], dim=1))\n"
+                              "        return torch.cat(generated, dim=1)\n")],
+               ["--prompt-len", str(PROMPT), "--new-tokens", str(NEW), "--attn", "eager"], _llm_flops),
+    # training: one more layer per block, after another activation
+    "my_ddp": ("06_ddp.py", [("        self.down_proj = nn.Linear(hidden, dim, bias=False)\n",
+                              "        self.down_proj = nn.Linear(hidden, dim, bias=False)\n"
+                              "        self.extra = nn.Linear(dim, dim, bias=False)\n"),
+                             ("return self.down_proj(F.gelu(self.gate_proj(x), approximate=\"tanh\") * self.up_proj(x))",
+                              "return self.extra(torch.relu(self.down_proj(F.gelu(self.gate_proj(x), approximate=\"tanh\") "
+                              "* self.up_proj(x))))")],
+               ["--batch", str(DDP_B), "--seq", str(DDP_S), "--dim", str(DDP_D), "--hidden", str(DDP_H),
+                "--blocks", str(BLOCKS)], _ddp_flops),
 }
 # a lesson's name, or a lesson's shape claimed for the copy ("the CPU analogue of Part 1's size 64")
 LESSON_WORDS = re.compile(r"\b0[1-6]_[a-z_]+|Part \d's size|lesson's size")
@@ -99,7 +147,10 @@ def copies(tmp_path_factory):
         folder = base / name
         folder.mkdir()
         copy = _copy(folder, name)
-        run = run_script(str(copy), *CASES[name][2], "--no-report", cwd=folder)
+        if name == "my_ddp":  # two ranks, as torchrun starts them
+            run = run_torchrun(str(copy), *CASES[name][2], "--no-report", cwd=folder)
+        else:
+            run = run_script(str(copy), *CASES[name][2], "--no-report", cwd=folder, env={"HF_HUB_OFFLINE": "1"})
         assert run.returncode == 0, run.stderr
         traces = sorted((folder / "traces").rglob("*.json"))
         report = subprocess.run(module_command("common.report", "--json", *traces[:1]), cwd=REPO,
@@ -115,7 +166,7 @@ def copies(tmp_path_factory):
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_copy_writes_under_its_own_name(copies, name):
     c = copies[name]
-    assert [p.parent for p in c["traces"]] == [c["folder"] / "traces" / name], c["traces"]
+    assert {p.parent for p in c["traces"]} == {c["folder"] / "traces" / name}, c["traces"]
     assert not (REPO / "traces" / name).exists()
     doc = json.loads(c["traces"][0].read_text())
     lesson = doc["lesson"] if isinstance(doc["lesson"], dict) else json.loads(doc["lesson"])
