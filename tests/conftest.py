@@ -7,13 +7,17 @@ command the tests start)."""
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,16 +67,81 @@ class Run:
 
 def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict | None = None,
                timeout: float = 300, cwd: Path = REPO) -> Run:
-    """`python <script> ARGS --trace_dir DIR` from the repo root (or ``cwd``), as `uv run` would start it."""
+    """`python <script> ARGS --trace_dir DIR` from the repo root (or ``cwd``), as `uv run` would start it:
+    forked from an interpreter that has imported torch already (tests/zygote.py: the script still runs
+    from its file as ``__main__``, in a process of its own), or a plain subprocess where the environment
+    changes what torch reads at import, or with LESSONS_COLD=1."""
     cmd = [sys.executable, str(REPO / script), *args]
     if trace_dir is not None:
         cmd += ["--trace_dir", str(trace_dir)]
     # two runs share this machine's 2 cores: one thread each, or their thread pools fight and a 64x64
     # matmul takes milliseconds (the report then rightly calls the timings too noisy to judge)
-    full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    full_env = {**LESSON_ENV, **(env or {})}
+    proc = WARM.run(cmd[1:], cwd, full_env, timeout) or subprocess.run(cmd, cwd=cwd, capture_output=True,
+                                                                       text=True, env=full_env, timeout=timeout)
     return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, proc.stdout,
                proc.stderr, cwd)
+
+
+LESSON_ENV = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
+
+
+class WarmStart:
+    """The client of tests/zygote.py: its server, started on the first run of the session (stopped at exit)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.server: subprocess.Popen | None = None
+        self.socket: str | None = None
+        self.failed = os.environ.get("LESSONS_COLD") == "1"
+
+    def _start(self) -> bool:
+        with self.lock:
+            if self.server is None and not self.failed:
+                folder = tempfile.mkdtemp(prefix="zygote-")
+                self.socket = os.path.join(folder, "s")
+                self.server = subprocess.Popen([sys.executable, str(REPO / "tests" / "zygote.py"), self.socket],
+                                               cwd=REPO, env=LESSON_ENV, stdout=subprocess.PIPE,
+                                               stderr=subprocess.DEVNULL, text=True)
+                atexit.register(self.server.kill)
+                if self.server.stdout.readline().strip() != "ready":
+                    self.failed = True
+            return not self.failed
+
+    def run(self, argv: list[str], cwd: Path, env: dict, timeout: float):
+        """The finished run (a CompletedProcess), or None where it must be a plain subprocess."""
+        from zygote import can_warm_start
+
+        if not can_warm_start(env, LESSON_ENV) or not self._start():
+            return None
+        with tempfile.TemporaryDirectory() as out:
+            request = json.dumps(dict(argv=[str(a) for a in argv], cwd=str(cwd), env=env, stdout=f"{out}/stdout",
+                                      stderr=f"{out}/stderr")).encode() + b"\n"
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                try:
+                    conn.connect(self.socket)
+                except OSError:  # the server is gone: this run and the rest start cold
+                    self.failed = True
+                    return None
+                conn.settimeout(timeout)
+                conn.sendall(request)
+                reply, pid = {}, None
+                try:
+                    for line in conn.makefile("rb"):
+                        reply = json.loads(line)
+                        pid = reply.get("pid", pid)
+                        if "status" in reply:
+                            break
+                except TimeoutError:
+                    if pid is not None:
+                        os.kill(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired(argv, timeout) from None
+            status = reply.get("status", -signal.SIGKILL)  # the child died without a word: killed
+            read = lambda name: Path(out, name).read_text(errors="replace") if Path(out, name).exists() else ""
+            return subprocess.CompletedProcess(argv, status, read("stdout"), read("stderr"))
+
+
+WARM = WarmStart()
 
 
 def module_command(module: str, *args) -> list[str]:

@@ -1,0 +1,140 @@
+"""A warm start for the lessons the tests run: one interpreter imports torch once, then forks a child per run.
+
+A lesson spends about 5 s of a 6 s test run importing torch and the compiler stack that torch's profiler
+loads on start (``torch._inductor``); the suite starts a few hundred lessons. Here one server process
+imports them once (:data:`WARM`, never running an op, so no thread pool exists yet) and listens on a Unix
+socket; each request forks a child that becomes the lesson: its own folder, environment, argv and
+standard streams (files the test reads back), the script run as ``__main__`` from its file, exactly as
+``python SCRIPT ARGS`` runs it, and its exit status sent back.
+
+What torch reads at import is fixed in the server: :func:`can_warm_start` sends a run whose environment
+differs in anything but a few variables read later (:data:`MAY_DIFFER`) to a plain subprocess instead.
+Tests of signals, of start-up itself (``--help`` before torch loads) and torchrun start real processes.
+
+Run as ``python tests/zygote.py SOCKET`` (conftest starts it on the first lesson run of a session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+# What a run may change and still fork from the server: variables nothing reads while torch imports (the
+# terminal's width, the Hub's settings: the server imports no Hub library). Any other difference (threads,
+# CXX, which Inductor reads at import, CUDA's or Python's settings) gets a plain subprocess.
+MAY_DIFFER = frozenset({"COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "HF_HUB_OFFLINE", "HF_HOME",
+                        "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE"})
+
+
+def can_warm_start(env: dict, server_env: dict) -> bool:
+    """A run may fork from the server when its environment is the server's but for :data:`MAY_DIFFER`."""
+    keys = (set(env) | set(server_env)) - MAY_DIFFER
+    return all(env.get(k) == server_env.get(k) for k in keys)
+
+
+def _warm() -> None:
+    """What every lesson imports before its first op: torch, the profiler (which loads torch._inductor when
+    it starts), dynamo (torch.compile, torch.compiler.set_stance), fake tensors (common.work's count)."""
+    import numpy  # noqa: F401
+    import rich.console  # noqa: F401
+    import torch
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.config  # noqa: F401
+    import torch.profiler  # noqa: F401
+    import torch.utils.flop_counter  # noqa: F401
+    from torch._subclasses import fake_tensor  # noqa: F401
+
+    assert hasattr(torch, "_inductor")
+
+
+def _child(conn: socket.socket, request: dict) -> None:
+    """Become the lesson: folder, environment, streams, argv; run the file as __main__; send the status.
+    (The server imports nothing of the project and no Hub library, so the run imports those itself, in
+    its own folder and environment: ``HF_HUB_OFFLINE`` and the like take effect as in a plain run.)"""
+    import atexit
+    import runpy
+    import threading
+    import traceback
+
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(stdin, 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    script = request["argv"][0]
+    sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    status = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            status = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            status = 1
+    except BaseException:  # as the interpreter does: the traceback, status 1
+        traceback.print_exc()
+        status = 1
+    try:
+        for thread in threading.enumerate():  # the interpreter waits for non-daemon threads at exit
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        try:
+            conn.sendall(json.dumps({"status": status}).encode() + b"\n")
+        finally:
+            os._exit(status)
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def serve(path: str) -> None:
+    """Accept a request, fork its child, send the child's pid; the child sends its status when it ends."""
+    _warm()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel: no zombies
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    print("ready", flush=True)
+    while True:
+        conn, _ = server.accept()
+        try:
+            request = json.loads(_read_line(conn))
+        except ValueError:  # a client that went away before asking: nothing to run
+            conn.close()
+            continue
+        pid = os.fork()
+        if pid == 0:
+            server.close()
+            _child(conn, request)
+        try:
+            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except OSError:  # the client is gone; the child ends on its own
+            pass
+        conn.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
