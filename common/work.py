@@ -111,8 +111,6 @@ def _nbytes(t) -> int:
 
 
 _DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
-# bytes per element by the lessons' dtype names (the knobs' dtype, the count's): the one table of them
-DTYPE_SIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8": 1}
 
 
 def dtype_name(dtype) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from common.knobs import RunKnobs
-from common.work import DTYPE_SIZE
+from common.dtypes import ELEMENT_BYTES
 GEMMS = "GEMMs (per step, lesson's knobs)"
 ATTENTION = "attention forward (per step, lesson's knobs)"
 ATTENTION_SCRIPTS = ("04_a_naive_attention", "04_b_inplace_ops_attention", "04_c_sdpa_attention",
@@ -101,7 +101,7 @@ def step_gemms(k: RunKnobs) -> tuple[Gemm, ...]:
 def gemm_row(k: RunKnobs, dtype: str) -> Optional[KnobRow]:
     """The step's GEMMs as one row, at ``dtype`` (their kernels' own where the names say it)."""
     gemms = step_gemms(k)
-    size = DTYPE_SIZE.get(dtype)
+    size = ELEMENT_BYTES.get(dtype)
     if not gemms:
         return None
     nbytes = size * sum(g.elements for g in gemms) if size else None
@@ -117,7 +117,7 @@ def attention_row(k: RunKnobs) -> Optional[KnobRow]:
 
     batch, heads, seq, dim = k.shape
     shape = _Shape(batch, heads, seq, dim)
-    size = DTYPE_SIZE.get(k.dtype)
+    size = ELEMENT_BYTES.get(k.dtype)
     nbytes = size * 4 * batch * heads * seq * dim if size else None  # q, k, v read, the output written
     return KnobRow(ATTENTION, flops(shape, causal_skips=True), nbytes, f"{batch}x{heads}x{seq}x{dim} causal",
                    k.dtype, causal=True)
@@ -176,7 +176,7 @@ def legacy_scores(k: Optional[RunKnobs]):
     its ``..._fwd``), for its traces written before the count."""
     from common.report.facts.workload import Scores
 
-    if k is None or k.script not in ATTENTION_SCRIPTS or len(k.shape) != 4 or k.dtype not in DTYPE_SIZE:
+    if k is None or k.script not in ATTENTION_SCRIPTS or len(k.shape) != 4 or k.dtype not in ELEMENT_BYTES:
         return None
     batch, heads, seq, _ = k.shape
-    return Scores(None, (batch, heads, seq, seq), k.dtype, batch * heads * seq * seq * DTYPE_SIZE[k.dtype])
+    return Scores(None, (batch, heads, seq, seq), k.dtype, batch * heads * seq * seq * ELEMENT_BYTES[k.dtype])

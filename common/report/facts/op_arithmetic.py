@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import Optional
 
-from common.report.load.shapes import (ATTENTION_OPS, BACKWARD_OPS, DTYPE_BYTES, DTYPE_NAMES, FLASH_BACKWARD_OPS,
+from common.dtypes import element_bytes
+from common.report.load.shapes import (ATTENTION_OPS, BACKWARD_OPS, DTYPE_NAMES, FLASH_BACKWARD_OPS,
                                   FLASH_OPS, GEMM_OPS, SCALAR_TYPES, OpShapes)
 
 # where an attention op's is_causal sits among its inputs (its schema's position)
@@ -90,7 +91,7 @@ def _gemm(op: str, s: OpShapes) -> Optional[Work]:
     if scaled:
         nbytes = _scaled_mm_bytes(s, out)
     else:
-        size = DTYPE_BYTES.get(s.dtype(a_at))
+        size = element_bytes(s.dtype(a_at))
         tensors = [a, b] + ([s.tensor(0)] if bias_first else [])
         nbytes = size * (sum(_numel(t) for t in tensors) + out) if size is not None else None
     shape = " @ ".join("x".join(map(str, t)) for t in (a, b)) + (
@@ -103,8 +104,8 @@ def _scaled_mm_bytes(s: OpShapes, out: int) -> Optional[int]:
     its own dtype's size, the output at ``out_dtype`` (the inputs' dtype where not given)."""
     recorded = s.concrete[SCALED_MM_OUT_DTYPE_AT].strip() if len(s.concrete) > SCALED_MM_OUT_DTYPE_AT else ""
     out_dtype = SCALAR_TYPES.get(recorded) if recorded else s.dtype(0)
-    sizes = [(DTYPE_BYTES.get(s.dtype(i)), _numel(s.tensor(i))) for i in range(5) if s.tensor(i)]
-    out_size = DTYPE_BYTES.get(out_dtype or "")
+    sizes = [(element_bytes(s.dtype(i)), _numel(s.tensor(i))) for i in range(5) if s.tensor(i)]
+    out_size = element_bytes(out_dtype or "")
     if out_size is None or any(size is None for size, _ in sizes):
         return None
     return sum(size * n for size, n in sizes) + out_size * out
@@ -124,7 +125,7 @@ def _attention(op: str, s: OpShapes) -> Optional[Work]:
     flops = 2 * b * h * sq * sk * ((3 * d + 2 * dv) if backward else (d + dv))
     if causal:
         flops //= 2
-    size = DTYPE_BYTES.get(s.dtype(q_at))
+    size = element_bytes(s.dtype(q_at))
     out = b * h * sq * dv
     tensors = _numel(q) + _numel(k) + _numel(v)
     if size is None:

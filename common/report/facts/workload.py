@@ -24,7 +24,8 @@ from math import prod
 from typing import Optional
 
 from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS
-from common.work import DTYPE_SIZE, row_flops
+from common.dtypes import ELEMENT_BYTES
+from common.work import row_flops
 
 
 @dataclass(frozen=True)
@@ -123,16 +124,16 @@ def scores(work: Optional[dict]) -> Optional[Scores]:
     rows = [r for r in (work or {}).get("ops") or () if _valid(r)]
     for r in rows:
         a = r.get("attention")
-        if a and r["dtype"] in DTYPE_SIZE:
+        if a and r["dtype"] in ELEMENT_BYTES:
             shape = (a["batch"], a["heads"], a["seq_q"], a["seq_kv"])
-            return Scores(r["annotation"], shape, r["dtype"], prod(shape) * DTYPE_SIZE[r["dtype"]])
+            return Scores(r["annotation"], shape, r["dtype"], prod(shape) * ELEMENT_BYTES[r["dtype"]])
     for r in rows:
-        if r["op"] in ("aten::bmm", "aten::baddbmm") and _qk(r["shapes"][-2:]) and r["dtype"] in DTYPE_SIZE:
+        if r["op"] in ("aten::bmm", "aten::baddbmm") and _qk(r["shapes"][-2:]) and r["dtype"] in ELEMENT_BYTES:
             (n, seq, _), (_, _, keys) = r["shapes"][-2:]
             shape = (n, seq, keys)
             four = next((tuple(s) for o in rows if o["annotation"] == r["annotation"] for s in o["shapes"][:1]
                          if len(s) == 4 and prod(s) == prod(shape)), shape)
-            return Scores(r["annotation"], four, r["dtype"], prod(shape) * DTYPE_SIZE[r["dtype"]])
+            return Scores(r["annotation"], four, r["dtype"], prod(shape) * ELEMENT_BYTES[r["dtype"]])
     return None
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from common.dtypes import element_bytes
+
 # GEMMs: aten::matmul, aten::linear and friends dispatch to these, which carry plain 2-D/3-D shapes
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"})
 # attention in one op, with [batch, heads, seq, head_dim] query/key/value (SDPA and its backends)
@@ -32,9 +34,6 @@ FLASH_BACKWARD_OPS = frozenset({"aten::_flash_attention_backward", "aten::_effic
 BACKWARD_OPS = SDPA_BACKWARD_OPS | FLASH_BACKWARD_OPS
 ATTENTION_OPS = SDPA_OPS | FLASH_OPS | BACKWARD_OPS
 
-# bytes per element, by the names record_shapes gives dtypes
-DTYPE_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "c10::Float8_e4m3fn": 1,
-               "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "int": 4, "long int": 8}
 # a ScalarType argument (``_scaled_mm``'s out_dtype) as Concrete Inputs writes it: c10's enum number
 SCALAR_TYPES = {"5": "c10::Half", "6": "float", "7": "double", "15": "c10::BFloat16", "23": "c10::Float8_e5m2",
                 "24": "c10::Float8_e4m3fn", "25": "c10::Float8_e5m2fnuz", "26": "c10::Float8_e4m3fnuz"}
@@ -88,15 +87,6 @@ def _texts(values, n: int) -> tuple:
 
 # ----------------------------------------------------------------------------- collectives' messages
 
-# bytes per element, by every name traces give dtypes: record_shapes' ``Input type`` on a collective's
-# annotation (``float``, ``c10::BFloat16``) and NCCL kernels' ``dtype`` argument (``Float``, ``BFloat16``)
-ELEMENT_BYTES = {
-    "float": 4, "Float": 4, "float32": 4, "double": 8, "Double": 8, "c10::BFloat16": 2, "BFloat16": 2,
-    "bfloat16": 2, "c10::Half": 2, "Half": 2, "float16": 2, "long int": 8, "Long": 8, "int64": 8, "int": 4,
-    "Int": 4, "int32": 4, "short int": 2, "Short": 2, "signed char": 1, "Char": 1, "int8": 1,
-    "unsigned char": 1, "Byte": 1, "uint8": 1, "bool": 1, "Bool": 1,
-}
-
 
 def message_bytes(dims, types) -> Optional[int]:
     """Bytes of the tensors a record_shapes op lists (``Input Dims`` and ``Input type``), or None."""
@@ -106,7 +96,7 @@ def message_bytes(dims, types) -> Optional[int]:
     for shape, kind in zip(dims, types):
         if kind == "TensorList" and isinstance(shape, list):
             continue  # the tensors inside a list carry no type here
-        size = ELEMENT_BYTES.get(kind) if isinstance(kind, str) else None
+        size = element_bytes(kind)
         if size is None or not isinstance(shape, list):
             continue
         n = 1
@@ -126,5 +116,5 @@ def nccl_message_bytes(nelems, dtype) -> Optional[int]:
         n = int(nelems)
     except (TypeError, ValueError, OverflowError):
         return None
-    size = ELEMENT_BYTES.get(dtype)
+    size = element_bytes(dtype)
     return n * size if size else None
