@@ -31,7 +31,7 @@ def guess_table(t: Tables):
     alike = "every call alike" if work.alike == work.calls else f"{work.alike} of {work.calls} calls alike"
     table = Table(title=f"guess first, then look: one {escape(check.guess.annotation)} call "
                         f"({len(work.typical)} {unit}, {alike})", title_justify="left")
-    for col in ("", "the post's guess", "what ran", "x", "under"):
+    for col in ("", "the script's guess", "what ran", "x", "under"):
         table.add_column(col, overflow="fold", justify="right" if col == "x" else "left")
     for row, count in check.grouped():
         seen = row.seen
@@ -40,7 +40,7 @@ def guess_table(t: Tables):
         under = " > ".join(via[-VIA_SHOWN:])
         table.add_row(MARKS.get(row.status, NOT_GUESSED_MARK), escape(row.expected or ""), escape(ran),
                       str(count), escape(under))
-    table.caption = escape(f"the guess: {check.guess.source}")
+    table.caption = escape(f"the guess, as the script states it: {check.guess.source}")
     return table
 
 
