@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from common.dtypes import element_bytes
+
 REPO = Path(__file__).resolve().parents[1]
 DATA_TRACES = REPO / "tests" / "data" / "traces"  # real traces from other tools (copies of ../shared/traces)
 DATA_TRACE_FILES = sorted(DATA_TRACES.rglob("*.json.gz"))
@@ -42,7 +44,7 @@ def _cpu_dtype() -> str:
 
 
 CPU_DTYPE = _cpu_dtype()  # "bf16" or "fp32": the <dtype> of a default CPU run's file names
-CPU_DTYPE_BYTES = {"bf16": 2, "fp32": 4}[CPU_DTYPE]
+CPU_DTYPE_BYTES = element_bytes(CPU_DTYPE)
 
 # Small shapes keep every run to seconds on a 2-core CPU.
 SMALL_MLP = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256"]
