@@ -49,7 +49,7 @@ from common.view_ui import ONLINE_ORIGIN, POLICY, content_type, local_link, onli
 UI_ORIGIN = ONLINE_ORIGIN
 PORT = 9001  # the only port the Perfetto UI fetches from (and trace_processor --httpd's)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")  # the Host a request may name (with the port): no DNS rebinding
-QUIET_S = 10.0  # once the trace is sent, the server stops after this long with no request (the UI has loaded)
+QUIET_S = 10.0  # once the trace is sent, the server stops after this long with no request (the UI has loaded): --linger
 
 
 # ----------------------------------------------------------------------------- the server
@@ -174,16 +174,16 @@ def _send_exactly(source, sink, size: int) -> bool:
 class _OneFileServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, trace: Path, origins: set[str], ui: Path | None = None):
-        self.trace, self.origins, self.ui, self.served = trace, origins, ui, False
+    def __init__(self, port: int, trace: Path, origins: set[str], ui: Path | None = None, linger: float = QUIET_S):
+        self.trace, self.origins, self.ui, self.served, self.linger = trace, origins, ui, False, linger
         self.last_request = time.monotonic()
         super().__init__(("127.0.0.1", port), _OneFileHandler)  # loopback only
         if ui is not None:  # the page served here reads the trace from its own origin
             self.origins = origins | {f"http://{name}:{self.server_address[1]}" for name in LOOPBACK_NAMES}
 
     def done(self) -> bool:
-        """The UI has the whole trace, and (serving the UI too) asked for nothing more for QUIET_S."""
-        quiet = self.ui is None or time.monotonic() - self.last_request >= QUIET_S
+        """The UI has the whole trace, and (serving the UI too) asked for nothing more for ``linger`` seconds."""
+        quiet = self.ui is None or time.monotonic() - self.last_request >= self.linger
         return self.served and quiet
 
     def handle_error(self, request, client_address) -> None:
@@ -194,9 +194,9 @@ class _OneFileServer(http.server.ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def _open_server(port: int, trace: Path, origins: set[str], ui: Path | None) -> _OneFileServer:
+def _open_server(port: int, trace: Path, origins: set[str], ui: Path | None, linger: float) -> _OneFileServer:
     try:
-        return _OneFileServer(port, trace, origins, ui)
+        return _OneFileServer(port, trace, origins, ui, linger)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             fail(
@@ -246,14 +246,16 @@ def serve(
     console: Console | None = None,
     online: bool = False,
     window_us: tuple[float, float] | None = None,
+    linger: float = QUIET_S,
 ) -> int:
     """Serve one trace, and the Perfetto UI unless ``online``, until the UI has fetched it (0), or until
-    ``timeout`` with no fetch (1). ``window_us``: the link opens the timeline on it (the trace's µs)."""
+    ``timeout`` with no fetch (1). ``window_us``: the link opens the timeline on it (the trace's µs).
+    ``linger``: serving the UI, how long it must ask for nothing more, once it has the trace, to stop."""
     console = console or Console(highlight=False)
     trace = _checked_trace(path)
     size = trace.stat().st_size
     ui = None if online else ui_root()
-    with _open_server(port, trace, {UI_ORIGIN, *origins}, ui) as server:
+    with _open_server(port, trace, {UI_ORIGIN, *origins}, ui, linger) as server:
         server.timeout = 0.2
         link = (online_link if online else local_link)(trace.name, port, window_us)
         what = "" if online else " and the Perfetto UI (offline)"
@@ -362,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-browser", "--no_browser", action="store_true", help="only print the link")
     p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="give up when nothing fetched the trace within SECONDS (default: wait)")
+    p.add_argument("--linger", type=seconds, default=QUIET_S, metavar="SECONDS",
+                   help=f"once the UI has the trace, stop after SECONDS with no more requests from it "
+                        f"(default: {QUIET_S:g}; the UI fetches more of its own files after the trace)")
     p.add_argument("--at", type=time_window, default=None, metavar="START,END",
                    help="open the timeline on this window: the trace's own timestamps in µs (as the "
                         "report prints them)")
@@ -385,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return serve(args.path, args.port, browser=not args.no_browser, timeout=args.timeout,
-                 origins=tuple(args.allow_origin), online=args.online, window_us=args.at)
+                 origins=tuple(args.allow_origin), online=args.online, window_us=args.at, linger=args.linger)
 
 
 if __name__ == "__main__":

@@ -110,15 +110,16 @@ class WarmStart:
                     self.failed = True
             return not self.failed
 
-    def run(self, argv: list[str], cwd: Path, env: dict, timeout: float):
-        """The finished run (a CompletedProcess), or None where it must be a plain subprocess."""
+    def run(self, argv: list, cwd: Path, env: dict, timeout: float, module: str | None = None):
+        """The finished run of ``python ARGV`` (or ``python -m MODULE ARGV``; ``argv[0]`` is then ignored), a
+        CompletedProcess with text output; None where it must be a plain subprocess."""
         from zygote import can_warm_start
 
         if not can_warm_start(env, LESSON_ENV) or not self._start():
             return None
         with tempfile.TemporaryDirectory() as out:
-            request = json.dumps(dict(argv=[str(a) for a in argv], cwd=str(cwd), env=env, stdout=f"{out}/stdout",
-                                      stderr=f"{out}/stderr")).encode() + b"\n"
+            request = json.dumps(dict(argv=[str(a) for a in argv], module=module, cwd=str(cwd), env=env,
+                                      stdout=f"{out}/stdout", stderr=f"{out}/stderr")).encode() + b"\n"
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 try:
                     conn.connect(self.socket)
@@ -152,17 +153,22 @@ def module_command(module: str, *args) -> list[str]:
 
 
 def command_env(**extra: str) -> dict:
-    """The environment a test command runs in: this one, 200 columns (no wrapped lines to match), and ``extra``."""
-    return {**os.environ, "COLUMNS": "200", **extra}
+    """The environment a test command runs in: this one, 200 columns (no wrapped lines to match), one
+    OpenMP thread (as a lesson's: the same environment as the warm interpreter's), and ``extra``."""
+    return {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **extra}
 
 
 def run_module(module: str, *args, cwd: Path = REPO, env: dict | None = None, stdin=None,
                timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m MODULE ARGS`` as a user runs it (text output). ``stdin``: bytes fed to it, or an
-    open file that becomes its standard input."""
+    """``python -m MODULE ARGS`` as a user runs it (text output), forked from the warm interpreter where
+    it can be (as :func:`run_script`). ``stdin``: bytes fed to it, or an open file that becomes its
+    standard input (a plain subprocess then)."""
+    env = env if env is not None else command_env()
+    if stdin is None and (proc := WARM.run(["-m", *map(str, args)], cwd, env, timeout, module=module)):
+        return proc  # forked from the warm interpreter (tests/zygote.py)
     feed = dict(input=stdin) if isinstance(stdin, bytes) else dict(stdin=stdin)
-    proc = subprocess.run(module_command(module, *args), cwd=cwd, capture_output=True, timeout=timeout,
-                          env=env if env is not None else command_env(), **feed)
+    proc = subprocess.run(module_command(module, *args), cwd=cwd, capture_output=True, timeout=timeout, env=env,
+                          **feed)
     proc.stdout, proc.stderr = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
     return proc
 

@@ -393,10 +393,12 @@ def test_report_command_runs(command, reports):
 
 @pytest.mark.parametrize("command", [c for c, how in COMMANDS.items() if isinstance(how, View)])
 def test_view_command_serves_the_trace(command, places):
-    """As documented, plus a free port and no browser: the Perfetto UI's fetch gets the file, then it stops."""
+    """As documented, plus a free port, no browser and a 1 s linger: the Perfetto UI's fetch gets the file, then
+    it stops."""
     (path,) = places.get(shlex.split(command)[-1] + "@view") or places[shlex.split(command)[-1]]
     port = free_port()
-    proc = subprocess.Popen(module_command("common.view", path, "--port", port, "--no-browser", "--timeout", "60"),
+    proc = subprocess.Popen(module_command("common.view", path, "--port", port, "--no-browser", "--timeout", "60",
+                                           "--linger", "1"),
                             cwd=REPO, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_listening(port, proc, 30)

@@ -33,16 +33,20 @@ def run_view(*args: str, env: dict | None = None, timeout: float = 30) -> subpro
     return run_module("common.view", *args, env=env or clean_env(), timeout=timeout)
 
 
+LINGER = "1"  # seconds the viewer waits, once the UI has the trace, before it stops (its default: 10)
+
+
 class Viewer:
-    """A running ``common.view TRACE --port P --no-browser``, ready to take requests; ``--online`` (the
-    trace alone, for ui.perfetto.dev) unless ``local`` (the UI served beside it)."""
+    """A running ``common.view TRACE --port P --no-browser --linger 1``, ready to take requests; ``--online``
+    (the trace alone, for ui.perfetto.dev) unless ``local`` (the UI served beside it)."""
 
     def __init__(self, trace: Path, *extra: str, env: dict | None = None, local: bool = False):
         self.port = free_port()
         self.name = trace.name
         mode = [] if local else ["--online"]
         self.proc = subprocess.Popen(
-            module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", *mode, *extra),
+            module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", "--linger",
+                           LINGER, *mode, *extra),
             cwd=REPO, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         wait_listening(self.port, self.proc, 15)

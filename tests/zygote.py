@@ -5,7 +5,8 @@ loads on start (``torch._inductor``); the suite starts a few hundred lessons. He
 imports them once (:data:`WARM`, never running an op, so no thread pool exists yet) and listens on a Unix
 socket; each request forks a child that becomes the lesson: its own folder, environment, argv and
 standard streams (files the test reads back), the script run as ``__main__`` from its file, exactly as
-``python SCRIPT ARGS`` runs it, and its exit status sent back.
+``python SCRIPT ARGS`` runs it, and its exit status sent back. ``python -m MODULE ARGS`` (the report, the
+viewer) is served the same way, with the report's modules imported once too.
 
 What torch reads at import is fixed in the server: :func:`can_warm_start` sends a run whose environment
 differs in anything but a few variables read later (:data:`MAY_DIFFER`) to a plain subprocess instead.
@@ -26,7 +27,7 @@ import sys
 # terminal's width, the Hub's settings: the server imports no Hub library). Any other difference (threads,
 # CXX, which Inductor reads at import, CUDA's or Python's settings) gets a plain subprocess.
 MAY_DIFFER = frozenset({"COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "HF_HUB_OFFLINE", "HF_HOME",
-                        "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE"})
+                        "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE", "PYTEST_CURRENT_TEST"})
 
 
 def can_warm_start(env: dict, server_env: dict) -> bool:
@@ -37,7 +38,8 @@ def can_warm_start(env: dict, server_env: dict) -> bool:
 
 def _warm() -> None:
     """What every lesson imports before its first op: torch, the profiler (which loads torch._inductor when
-    it starts), dynamo (torch.compile, torch.compiler.set_stance), fake tensors (common.work's count)."""
+    it starts), dynamo (torch.compile, torch.compiler.set_stance), fake tensors (common.work's count); and
+    the report, from the repository the server runs in."""
     import numpy  # noqa: F401
     import rich.console  # noqa: F401
     import torch
@@ -48,18 +50,20 @@ def _warm() -> None:
     from torch._subclasses import fake_tensor  # noqa: F401
 
     assert hasattr(torch, "_inductor")
+    # the report's modules (no torch): every lesson ends with its report, and the tests run it on its own
+    import common.report.cli.main  # noqa: F401
+    import common.report.rules  # noqa: F401
 
 
-def _child(conn: socket.socket, request: dict) -> None:
-    """Become the lesson: folder, environment, streams, argv; run the file as __main__; send the status.
-    (The server imports nothing of the project and no Hub library, so the run imports those itself, in
-    its own folder and environment: ``HF_HUB_OFFLINE`` and the like take effect as in a plain run.)"""
+def _child(request: dict) -> None:
+    """Become the lesson: folder, environment, streams, argv; run the file (or module) as __main__; leave
+    as the interpreter does: non-daemon threads joined, atexit's functions run, the streams flushed."""
     import atexit
     import runpy
     import threading
     import traceback
 
-    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(request["cwd"])
@@ -71,12 +75,15 @@ def _child(conn: socket.socket, request: dict) -> None:
         out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, fd)
         os.close(out)
-    script = request["argv"][0]
-    sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    module = request.get("module")
+    sys.argv = [module or request["argv"][0], *request["argv"][1:]]
+    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(sys.argv[0]))
     status = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module:  # python -m MODULE ARGS
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:  # python SCRIPT ARGS
+            runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             status = exc.code or 0
@@ -94,10 +101,23 @@ def _child(conn: socket.socket, request: dict) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
-        try:
-            conn.sendall(json.dumps({"status": status}).encode() + b"\n")
-        finally:
-            os._exit(status)
+        os._exit(status)
+
+
+def _waiter(conn: socket.socket, request: dict) -> None:
+    """Between the server and the run: fork the run, send its pid, wait for it, send its exit status as
+    ``subprocess`` gives it (negative: the signal that ended it), however it left (``os._exit`` too)."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server's SIG_IGN would hide the run's status
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _child(request)
+    try:
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        conn.sendall(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+    finally:
+        os._exit(0)
 
 
 def _read_line(conn: socket.socket) -> bytes:
@@ -111,9 +131,10 @@ def _read_line(conn: socket.socket) -> bytes:
 
 
 def serve(path: str) -> None:
-    """Accept a request, fork its child, send the child's pid; the child sends its status when it ends."""
+    """Accept a request and fork its waiter (:func:`_waiter`), which forks the run itself."""
+    sys.path[0] = os.getcwd()  # the repository (conftest starts the server there), not tests/
     _warm()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel: no zombies
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped by the kernel: no zombies
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
@@ -125,14 +146,9 @@ def serve(path: str) -> None:
         except ValueError:  # a client that went away before asking: nothing to run
             conn.close()
             continue
-        pid = os.fork()
-        if pid == 0:
+        if os.fork() == 0:
             server.close()
-            _child(conn, request)
-        try:
-            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-        except OSError:  # the client is gone; the child ends on its own
-            pass
+            _waiter(conn, request)
         conn.close()
 
 
