@@ -288,7 +288,9 @@ def test_text_report_prints_the_commands_that_open_each_moment(columns):
 
 def test_commands_name_the_annotated_copy_the_same_run_wrote(tmp_path):
     path = h100_trace("attn_naive")
-    page, annotated = tmp_path / "r.html", tmp_path / "a.json.gz"
+    folder = tmp_path / "a_folder_name_long_enough_that_T_does_not_fit_80_columns"  # a learner's long path
+    folder.mkdir()
+    page, annotated = folder / "r.html", folder / "a.json.gz"
     proc = run_module("common.report", path, "--html", page, "--annotate", annotated,
                       env=command_env(COLUMNS="80"))
     assert proc.returncode == 0, proc.stderr

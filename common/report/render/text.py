@@ -304,8 +304,9 @@ def render(t: Tables, findings: list[Finding], console, top: int = 15, timeline_
 
 
 def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=None) -> None:
-    """Where each finding with spans points, as shell lines that open the timeline there (they copy
-    whole: a path too long for the console folds, nothing else wraps)."""
+    """Where each finding with spans points, as shell lines that open the timeline there. They copy whole:
+    the commands fit the console, and a ``T=`` path too long for it is written on one line all the same
+    (the terminal wraps it on screen; a folded path would break in the shell)."""
     from rich.markup import escape
 
     from common.report.render.timeline_links import timeline_snippet
@@ -314,7 +315,8 @@ def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=
     if lines:
         console.print("[bold]on the timeline[/]: each command opens the trace where its finding points "
                       "(Perfetto's UI, served from this machine)")
-        console.print(_indented([f"[cyan]{escape(line)}[/]" for line in lines]))
+        for line in lines:
+            console.print(f"  [cyan]{escape(line)}[/]", soft_wrap=True)
 
 
 def _print_roofline(t: Tables, console) -> None:
