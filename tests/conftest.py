@@ -8,6 +8,8 @@ command the tests start)."""
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import fcntl
 import gzip
 import json
 import os
@@ -22,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -32,6 +35,19 @@ DATA_TRACES = REPO / "tests" / "data" / "traces"  # real traces from other tools
 DATA_TRACE_FILES = sorted(DATA_TRACES.rglob("*.json.gz"))
 
 os.environ["REPORT_STRICT_RULES"] = "1"  # a rule that crashes fails the test that ran it (see common/report/rules.py)
+
+WORKERS = 2  # this machine's cores: the test files run on two workers (pytest-xdist, a dev dependency)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """``uv run pytest`` runs the files on :data:`WORKERS` workers, each file whole on one of them (its
+    module fixtures run once), where pytest-xdist is installed and the command line chose nothing else
+    (``-n 0``: one process; ``-n N``: N workers). Without xdist (a GPU machine's own pytest) it runs in one."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if config.option.numprocesses is None and not config.option.collectonly:
+        config.option.numprocesses, config.option.dist = WORKERS, "loadfile"
 
 
 def _cpu_dtype() -> str:
@@ -272,9 +288,33 @@ class Trace:
         ]
 
 
+def once_per_session(tmp_path_factory, name: str, make: Callable[[Path], dict[str, Run]]) -> dict[str, Run]:
+    """A session fixture's runs, made once for the whole session however many workers ask: the first
+    makes them (``make(folder)``) under a lock, in a folder every worker sees; the others read them back."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"{name}.json"
+        if done.exists():
+            return {key: Run(**{**fields, "trace_dir": Path(fields["trace_dir"]), "cwd": Path(fields["cwd"])})
+                    for key, fields in json.loads(done.read_text()).items()}
+        folder = root / name
+        folder.mkdir()
+        made = make(folder)
+        done.write_text(json.dumps({key: dataclasses.asdict(run) for key, run in made.items()}, default=str))
+        return made
+
+
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory):
-    """Every script run the lesson tests read, started two at a time (this machine has 2 cores)."""
+    """Every script run the lesson tests read, started two at a time (this machine has 2 cores), once
+    for every worker."""
+    return once_per_session(tmp_path_factory, "runs", _lesson_runs)
+
+
+def _lesson_runs(base: Path) -> dict[str, Run]:
     plan = {
         "01_default": ("01_matmul_add.py", []),
         "01_batch": ("01_matmul_add.py", ["--size", "32", "--batch", "8"]),
@@ -291,7 +331,6 @@ def runs(tmp_path_factory):
         "03_compile": ("03_simple_mlp.py", [*SMALL_MLP, "--compile"]),
         "04c_compile": ("04_c_sdpa_attention.py", [*ATTENTION_SMALL, "--backend", "math", "--compile"]),
     }
-    base = tmp_path_factory.mktemp("runs")
 
     def go(item):
         key, (script, args) = item
@@ -318,9 +357,12 @@ ATTENTION_PLAN = {
 
 @pytest.fixture(scope="session")
 def attention_runs(tmp_path_factory):
-    """Every Part 3 run the tests read, two at a time, each lesson's runs in one folder as a user's are."""
-    base = tmp_path_factory.mktemp("attention")
+    """Every Part 3 run the tests read, two at a time, each lesson's runs in one folder as a user's are;
+    once for every worker."""
+    return once_per_session(tmp_path_factory, "attention", _attention_runs)
 
+
+def _attention_runs(base: Path) -> dict[str, Run]:
     def go(item):
         key, (script, args) = item
         return key, run_script(script, *args, trace_dir=base / Path(script).stem)

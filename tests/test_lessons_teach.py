@@ -174,7 +174,8 @@ def _tables_truncated(text: str) -> list[str]:
 def _run80(module: str, *args: str, cwd: Path = REPO) -> str:
     proc = run_module(module, *args, cwd=cwd, env=command_env(COLUMNS="80", PYTHONPATH=str(REPO)))
     assert proc.returncode == 0, proc.stderr
-    assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
+    # every line fits, but the timeline snippet's T=PATH: a long path stays whole there, so the line copies
+    assert all(len(line) <= 80 for line in proc.stdout.splitlines() if not line.startswith("  T=")), proc.stdout
     return proc.stdout
 
 
