@@ -100,8 +100,9 @@ def make_plan(args) -> Plan:
 
     lessons = tuple(_lesson(BY_KEY[k], out, modules, hub_reachable) for k in keys)
     pytest_ok = "pytest" in modules or _importable("pytest")
+    # one process, xdist or not (one GPU: two workers would share it and blur the timings they check)
     tests = Command("tests/gpu", (sys.executable, "-m", "pytest", "tests/gpu", "-q", "-rA", "-p", "no:cacheprovider",
-                                  "--junitxml", str(out / "pytest.xml")),
+                                  "-p", "no:xdist", "--junitxml", str(out / "pytest.xml")),
                     "" if pytest_ok else "pytest is neither installed nor carried (tests/gpu/fetch_wheels.sh)")
     return Plan(out, wheels, unpack, missing, lessons, tests, args.update_doc, args.max_file_mb, args.timeout)
 
