@@ -232,3 +232,23 @@ def test_the_page_shows_each_verdict_under_its_plot(tmp_path):
                      "idle": {"overhead_bound"}, "cold": {"overhead_bound", "cold_first_step"}}
     assert verdicts_under((tmp_path / "busy.html").read_text(), "breakdown")["regime_cannot_tell"].startswith(
         "cannot tell overhead-bound from compute-bound: the matmul ran at")
+
+
+def test_an_add_is_paired_with_the_matmul_only_when_it_comes_next(tmp_path):
+    """A fold needs the add to take the product: the add right after the matmul (views aside) is paired, as
+    Part 1's; an add with other work between (the LLM's rotary matmul, then RMSNorm's ``+ eps`` 11 ops
+    later, issue 36) is not: the trace holds no tensor identities to say it consumes the product."""
+    ev = []
+    for i in range(3):
+        t = 1000.0 * i
+        ev += [event(f"ProfilerStep#{i + 2}", t, 900, "user_annotation"),
+               event("forward", t + 1, 890, "user_annotation"),
+               event("aten::matmul", t + 10, 50), event("aten::mm", t + 12, 40),  # the next op, past a view: a pair
+               event("aten::view", t + 70, 2), event("aten::add", t + 80, 10),
+               event("aten::matmul", t + 200, 50), event("aten::bmm", t + 202, 40),  # other work between: none
+               event("aten::transpose", t + 260, 2), event("aten::cat", t + 270, 10), event("aten::cos", t + 290, 10),
+               event("aten::pow", t + 310, 10), event("aten::mean", t + 330, 10), event("aten::add", t + 350, 10)]
+    p = tmp_path / "pairs.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    f = rules(p)["addmm_vs_mm_add"]
+    assert f.evidence["mm_add_pairs"] == 3 and "followed by aten::add 3x" in f.message, f.message

@@ -48,22 +48,22 @@ def op_children(m: Model, parent_name: str) -> dict:
 
 
 def mm_add_pairs(m: Model) -> int:
-    """aten::mm/matmul/bmm calls followed, under the same parent, by an aten::add call."""
+    """aten::mm/matmul/bmm calls whose next op under the same parent, views and metadata aside (they move
+    no data), is an aten::add: the add that can take the product, as Part 1's ``torch.add(torch.matmul(x,
+    w), b)`` does. An add further on is not paired: a trace holds no tensor identities, and with other work
+    between (the LLM's rotary matmul, then RMSNorm's ``+ eps`` eleven ops later) the dependency is a guess."""
     cpu = m.cpu
     if "aten::add" not in m.names:
         return 0
     mmish = m.name_mask(lambda s: s in ("aten::mm", "aten::matmul", "aten::bmm"))
+    aside = m.name_mask(lambda s: s in trace_names.METADATA_OPS)
     add_id = m.names.index("aten::add")
-    cand = np.flatnonzero(((cpu.name == add_id) | mmish[cpu.name]) & (cpu.kind == OP))
-    if not cand.size:
+    ops = np.flatnonzero((cpu.kind == OP) & ~aside[cpu.name])
+    if ops.size < 2:
         return 0
-    o = np.lexsort((cand, cpu.parent[cand]))
-    c = cand[o]
+    c = ops[np.lexsort((ops, cpu.parent[ops]))]  # each parent's children in order
     same = cpu.parent[c[1:]] == cpu.parent[c[:-1]]
-    is_add = cpu.name[c[1:]] == add_id
-    prev_mm = mmish[cpu.name[c[:-1]]]
-    return int((same & is_add & prev_mm).sum())
-
+    return int((same & (cpu.name[c[1:]] == add_id) & mmish[cpu.name[c[:-1]]]).sum())
 
 
 @dataclass(frozen=True)
