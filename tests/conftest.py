@@ -300,8 +300,7 @@ def once_per_session(tmp_path_factory, name: str, make: Callable[[Path], dict[st
         if done.exists():
             return {key: Run(**{**fields, "trace_dir": Path(fields["trace_dir"]), "cwd": Path(fields["cwd"])})
                     for key, fields in json.loads(done.read_text()).items()}
-        folder = root / name
-        folder.mkdir()
+        folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))  # a new one per try: a failed try's error repeats
         made = make(folder)
         done.write_text(json.dumps({key: dataclasses.asdict(run) for key, run in made.items()}, default=str))
         return made

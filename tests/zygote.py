@@ -94,9 +94,9 @@ def _child(request: dict) -> None:
         traceback.print_exc()
         status = 1
     try:
-        for thread in threading.enumerate():  # the interpreter waits for non-daemon threads at exit
-            if thread is not threading.main_thread() and not thread.daemon:
-                thread.join()
+        # as the interpreter leaves: threading's exit hooks (an executor's idle workers told to stop), its
+        # non-daemon threads joined, then atexit's functions
+        threading._shutdown()
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
