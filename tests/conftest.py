@@ -94,14 +94,11 @@ def run_script(script: str, *args: str, trace_dir: Path | None = None, env: dict
         cmd += ["--trace_dir", str(trace_dir)]
     # two runs share this machine's 2 cores: one thread each, or their thread pools fight and a 64x64
     # matmul takes milliseconds (the report then rightly calls the timings too noisy to judge)
-    full_env = {**LESSON_ENV, **(env or {})}
+    full_env = command_env(**(env or {}))
     proc = WARM.run(cmd[1:], cwd, full_env, timeout) or subprocess.run(cmd, cwd=cwd, capture_output=True,
                                                                        text=True, env=full_env, timeout=timeout)
     return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, proc.stdout,
                proc.stderr, cwd)
-
-
-LESSON_ENV = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
 
 
 class WarmStart:
@@ -111,15 +108,16 @@ class WarmStart:
         self.lock = threading.Lock()
         self.server: subprocess.Popen | None = None
         self.socket: str | None = None
+        self.env: dict = {}  # the server's environment: what a run must match to fork from it
         self.failed = os.environ.get("LESSONS_COLD") == "1"
 
     def _start(self) -> bool:
         with self.lock:
             if self.server is None and not self.failed:
-                folder = tempfile.mkdtemp(prefix="zygote-")
+                folder, self.env = tempfile.mkdtemp(prefix="zygote-"), command_env()
                 self.socket = os.path.join(folder, "s")
                 self.server = subprocess.Popen([sys.executable, str(REPO / "tests" / "zygote.py"), self.socket],
-                                               cwd=REPO, env=LESSON_ENV, stdout=subprocess.PIPE,
+                                               cwd=REPO, env=self.env, stdout=subprocess.PIPE,
                                                stderr=subprocess.DEVNULL, text=True)
                 atexit.register(self.server.kill)
                 if self.server.stdout.readline().strip() != "ready":
@@ -131,7 +129,7 @@ class WarmStart:
         CompletedProcess with text output; None where it must be a plain subprocess."""
         from zygote import can_warm_start
 
-        if not can_warm_start(env, LESSON_ENV) or not self._start():
+        if not self._start() or not can_warm_start(env, self.env):
             return None
         with tempfile.TemporaryDirectory() as out:
             request = json.dumps(dict(argv=[str(a) for a in argv], module=module, cwd=str(cwd), env=env,
