@@ -68,6 +68,7 @@ class RunKnobs:
     guess: dict | None = None  # what the post expects one annotated call to run (common/guess.py)
     cpu: dict | None = None  # a CPU run's choices (common/cpu.py): threads, capability, dtype measured or given
     work: dict | None = None  # what one call of the workload ran, counted before profiling (common/work.py)
+    probe: dict | None = None  # the machine probe, timed before profiling (common/machine.py): work, us
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -100,6 +101,7 @@ class RunKnobs:
                 guess=raw["guess"] if isinstance(raw.get("guess"), dict) else None,
                 cpu=raw["cpu"] if isinstance(raw.get("cpu"), dict) else None,
                 work=raw["work"] if isinstance(raw.get("work"), dict) else None,
+                probe=_probe(raw.get("probe")),
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             return None
@@ -124,3 +126,14 @@ def _variants(raw: Any) -> dict[str, str]:
     if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in raw.values()):
         return {}
     return {str(k): str(v) for k, v in raw.items()}
+
+
+def _probe(raw: Any) -> dict | None:
+    """The machine probe (common/machine.py): what it ran (text) and its samples (two or more finite,
+    positive µs); anything else counts as absent, so no comparison reads it."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("work"), str) or not isinstance(raw.get("us"), list):
+        return None
+    us = raw["us"]
+    if len(us) < 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e12 for x in us):
+        return None
+    return dict(work=raw["work"], us=[float(x) for x in us])

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from common import cpu, output
+from common import cpu, machine, output
 from common.checks import positive_float, positive_int  # noqa: F401 - the lessons' flags use them
 from common.commands import display_path, uv_run
 from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits, gpu_dtype, resolve_device
@@ -81,10 +81,12 @@ class Lesson:
         """Guess, then look: the lesson with what one call of ``step()`` runs in its knobs (``work``: each
         aten op, its shapes, FLOPs and bytes; :mod:`common.work`), counted on fake tensors before the
         profiler starts: no kernel runs, so a cold run stays cold. The report reads the workload from it,
-        whatever the script is called; the FLOPs per step are the count's, never typed in by hand.
+        whatever the script is called; the FLOPs per step are the count's, never typed in by hand. The
+        machine probe is timed here too, the last thing before the profiler (``probe``; :mod:`common.machine`).
         ``stand_in``: what ``step`` runs in place of a kernel that fake tensors cannot run (said in the count)."""
         work = count(step, compiled=self.args.compile, stand_in=stand_in)
-        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=call_flops(work))
+        knobs = dataclasses.replace(self.knobs, work=work, matmul_flops_per_step=call_flops(work),
+                                    probe=machine.measure())
         self.console.print(escape(describe_work(work)))
         return dataclasses.replace(self, knobs=knobs)
 

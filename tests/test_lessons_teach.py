@@ -45,6 +45,10 @@ def test_the_trace_carries_the_runs_knobs(runs):
         knobs = json.load(f)["lesson"]
     assert knobs["script"] == "01_matmul_add" and knobs["warmup"] is False and knobs["shape"] == [64]
     assert knobs["schedule"] == {"wait": 0, "warmup": 0, "active": 20, "repeat": 1}
+    # the machine probe, timed before the profiler started: the control of a comparison that shares no work
+    probe = knobs["probe"]
+    assert probe["work"].startswith("Python ") and "loop" in probe["work"]
+    assert len(probe["us"]) == 7 and all(us > 100 for us in probe["us"])
     with open(trace(runs["02_eager"])) as f:
         assert json.load(f)["lesson"]["warmup"] is True  # 02 warms up by default
 

@@ -26,10 +26,10 @@ def steps_trace(path, step_us, control_us=20.0, ops=("aten::linear", "aten::addm
     return write_trace(path, ev)
 
 
-def compared(tmp_path, a_us, b_us):
+def compared(tmp_path, a_us, b_us, control_us=20.0):
     """(JSON summary, console text, HTML page) of ``--compare`` over two synthetic runs."""
-    a = steps_trace(tmp_path / "a.json", a_us)
-    b = steps_trace(tmp_path / "b.json", b_us, ops=("aten::matmul", "aten::mm"))  # B changed its ops
+    a = steps_trace(tmp_path / "a.json", a_us, control_us)
+    b = steps_trace(tmp_path / "b.json", b_us, control_us, ops=("aten::matmul", "aten::mm"))  # B changed its ops
     out = run_module("common.report", "--compare", a, b, "--json")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)["summary"]
@@ -61,13 +61,14 @@ def test_a_stalled_step_is_never_a_ratio(tmp_path):
 
 
 def test_two_clean_runs_clearly_apart_get_their_ratio(tmp_path):
-    summary, text, page = compared(tmp_path, [100, 102, 104, 102], [60, 61, 62, 61])
+    summary, text, page = compared(tmp_path, [2000, 2040, 2080, 2040], [1200, 1220, 1240, 1220], control_us=1000)
     verdict = one_verdict(summary, text, page)
     cpu = summary["cpu"]
     assert cpu["judged"] and not cpu["inside_noise"] and round(cpu["ratio"], 2) == 0.6
-    assert verdict.startswith("CPU per step: B's median is 0.60x A's (102 µs vs 61 µs), and every B step is faster")
-    assert "control: 1 op common to both (aten::mul in linear_fwd) took 1.00x as long in B" in verdict
-    assert "median 102 µs 61 µs 0.60x" in text
+    assert verdict.startswith("CPU per step: B's median is 0.60x A's (2.04 ms vs 1.22 ms), and every B step is faster")
+    assert ("control: 1 op common to both, with the same ops inside (aten::mul) took 1.00x as long in B "
+            "(1.00 ms vs 1.00 ms per step): the machine's drift explains B/A from 0.95x to 1.05x, not 0.60x") in verdict
+    assert "median 2.04 ms 1.22 ms 0.60x" in text
 
 
 def test_overlap_or_a_gap_inside_the_spread_cannot_tell(tmp_path):

@@ -1,47 +1,60 @@
 """The control of a comparison: two runs made at different moments, on a machine that may have got
 busier in between, differ in what changed and in the machine. Work that did not change between them
-(the same kernel, or the same op, as many calls per step in both) must keep its time before a
-difference elsewhere is called a result.
+measures the machine: how much longer it took in B says how much of a difference the machine alone
+explains, and only a difference beyond that is the code's.
 
-- Device time: the control is every kernel, memcpy and memset that ran under the same name, as many
-  times per step, in both runs (their summed time per step).
-- CPU time: every op that ran in both runs as many times per step, called from the same op (its own
-  CPU time, children left out, so that a changed child does not move it).
-- Neither when the lessons' knobs say the runs had different shapes (or dtype, or device): then the
-  same name is not the same work.
+- Device time: every kernel, memcpy and memset that ran under the same name, as many times per step,
+  in both runs (their summed time per step).
+- CPU time: every op that ran in both runs as many times per step with the same ops inside it
+  (:mod:`.same_work`), by its own CPU time, if together they take CPU_CONTROL_MIN_US a step or more: a
+  shorter piece of work mostly runs between the scheduler's time slices and misses a busier machine.
+  Else the machine probe, when both runs timed the same one (:mod:`common.machine`: a fixed loop timed
+  before the profiler started, written in the knobs).
+- No ops when the lessons' knobs say the runs had different shapes (or dtype, or device): then the
+  same name is not the same work (the probe still is).
 
-The control moved when its median per step differs by more than CONTROL_TOLERANCE between the runs:
-then "cannot tell: the machine changed between the runs". A run's steps judge the result when every
-step of one run is faster than every step of the other (by WIDER_MIN_US at least), even when one run
-is noisy: being apart in every step is evidence. Per step: the steps compare judges
-(:func:`.compare_rows.judged_steps`).
+What the control explains (:attr:`Control.explains`): every B/A ratio between 1 and the control's own
+ratio at its extremes (its fastest step in one run against its slowest in the other), widened by
+CONTROL_MARGIN. A run's steps judge the result when every step of one run is faster than every step of
+the other (:func:`_why_not`) and the ratio lies outside what the control explains: a 5x difference is a
+result though the control moved 1.2x, and a 6 % difference is not when the machine moved 10 %.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from common.report.model import names as trace_names
-from common.report.compare.rows import device_series, judged_steps, series_of
-from common.report.model.build import OP, STEP_RE
+from common.report.compare.rows import device_series
+from common.report.compare.same_work import same_work_series
 from common.report.facts.steadiness import WIDER_MIN_US, Spread, TwoRuns
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us
 
-CONTROL_TOLERANCE = 1.15  # the unchanged work may take up to 15 % more or less time in B than in A
-CONTROL_MIN_US = 10.0  # ... and must take this long per step to be a control at all
+CONTROL_TOLERANCE = 1.15  # the control "moved" when its median took more than 15 % more or less time in B
+CONTROL_MARGIN = 1.05  # a control's own timing varies a few percent between runs on an idle machine
+MIN_US = {"device event": 10.0,  # unchanged device work must take this long per step to be a control
+          "op": 1000.0,  # ... unchanged CPU work this long: a few of the scheduler's time slices
+          "probe": 0.0}
+SHORT_SAID_US = 10.0  # unchanged ops too short to be the control are said beside the probe from this long a step
 
 
 @dataclass(frozen=True)
 class Control:
-    """The unchanged work of two runs and its summed time in each judged step."""
+    """The unchanged work of two runs and its summed time in each judged step (or each probe sample)."""
 
-    unit: str  # "device event" | "op"
-    names: tuple  # the unchanged kernels or ops, heaviest first
+    unit: str  # "device event" | "op" | "probe"
+    names: tuple  # the unchanged kernels or ops, heaviest first; the probe's work
     a: Spread
     b: Spread
+    too_short: "Control | None" = None  # beside the probe: the unchanged ops, too short to measure the machine
+
+    @property
+    def measures(self) -> bool:
+        """Long enough in both runs (MIN_US of its unit a step) to measure the machine."""
+        return min(self.a.median, self.b.median) >= MIN_US[self.unit]
 
     @property
     def ratio(self) -> float:
@@ -51,74 +64,117 @@ class Control:
     def moved(self) -> bool:
         return not 1 / CONTROL_TOLERANCE <= self.ratio <= CONTROL_TOLERANCE
 
+    @property
+    def explains(self) -> tuple[float, float]:
+        """The B/A ratios a change of machine this large explains: from 1 to the control's own ratio at its
+        extremes (B's fastest over A's slowest, B's slowest over A's fastest), widened by CONTROL_MARGIN."""
+        low = self.b.low / self.a.high if self.a.high > 0 else 0.0
+        high = self.b.high / self.a.low if self.a.low > 0 else float("inf")
+        return min(1.0, low) / CONTROL_MARGIN, max(1.0, high) * CONTROL_MARGIN
+
+    def explained(self, ratio: float) -> bool:
+        low, high = self.explains
+        return low <= ratio <= high
+
     def text(self) -> str:
         """``5 device events common to both (softmax_warp_forward<…>, nvjet_… and 3 more) took 1.00x as
-        long in B (1.08 ms vs 1.08 ms per step)``: the same names, as many calls per step."""
-        shown = ", ".join(trace_names.short_name(n, 34) if self.unit != "op" else n if len(n) <= 50 else n[:49] + "…"
-                          for n in self.names[:2])
-        more = f" and {len(self.names) - 2} more" if len(self.names) > 2 else ""
+        long in B (1.08 ms vs 1.08 ms per step)``, or the probe's ``the machine probe (…) took …``."""
+        if self.unit == "probe":
+            beside = f"; {self.too_short.short_text()}" if self.too_short is not None else ""
+            return (f"the machine probe ({self.names[0]}, timed {len(self.a.values)}x before each run's profiler "
+                    f"started) took {self.ratio:.2f}x as long in B ({fmt_us(self.a.median)} vs "
+                    f"{fmt_us(self.b.median)} a sample{beside})")
+        return (f"{self._counted()} ({self._shown()}) took {self.ratio:.2f}x as long in B "
+                f"({fmt_us(self.a.median)} vs {fmt_us(self.b.median)} per step)")
+
+    def short_text(self) -> str:
+        """``the 1 op common to both, with the same ops inside (aten::addmm), takes 109 µs a step: too short
+        to measure the machine``."""
+        verb = "takes" if len(self.names) == 1 else "take"
+        return (f"the {self._counted()} ({self._shown()}) {verb} {fmt_us(min(self.a.median, self.b.median))} a "
+                f"step: too short to measure the machine")
+
+    def _counted(self) -> str:
         plural = "s" if len(self.names) > 1 else ""
-        return (f"{len(self.names)} {self.unit}{plural} common to both ({shown}{more}) took "
-                f"{self.ratio:.2f}x as long in B ({fmt_us(self.a.median)} vs {fmt_us(self.b.median)} per step)")
+        inside = ", with the same ops inside" if self.unit == "op" else ""
+        return f"{len(self.names)} {self.unit}{plural} common to both{inside}"
+
+    def _shown(self) -> str:
+        """The two heaviest names, and how many more."""
+        shown = list(dict.fromkeys(trace_names.short_name(n, 34) if self.unit != "op" else
+                                   n if len(n) <= 50 else n[:49] + "…" for n in self.names))
+        return ", ".join(shown[:2]) + (f" and {len(self.names) - 2} more" if len(self.names) > 2 else "")
 
     def to_json(self) -> dict:
+        low, high = self.explains
         return dict(unit=self.unit, names=list(self.names), a_median_us=self.a.median, b_median_us=self.b.median,
-                    ratio=self.ratio, moved=self.moved)
+                    ratio=self.ratio, moved=self.moved, measures=self.measures, explains=[low, high],
+                    too_short=self.too_short.to_json() if self.too_short is not None else None)
 
 
 def control_of(unit: str, sa: dict, sb: dict) -> Control | None:
-    """The names in both with as many calls per step (the median over the judged steps), summed per step."""
+    """The names in both with as many calls per step (the median over the judged steps), summed per step;
+    None when there are none. Whether they are long enough to measure the machine: :attr:`Control.measures`."""
     same = [n for n in sa if n in sb and sa[n].calls_per_step == sb[n].calls_per_step > 0]
     if not same:
         return None
     same.sort(key=lambda n: -sa[n].us_per_step)
     a = Spread(tuple(float(x) for x in np.sum([sa[n].time_us for n in same], axis=0)))
     b = Spread(tuple(float(x) for x in np.sum([sb[n].time_us for n in same], axis=0)))
-    if min(a.median, b.median) < CONTROL_MIN_US:
+    names = tuple(n[0] if isinstance(n, tuple) else n for n in same)  # a same-work key is (op name, subtree)
+    return Control(unit, names, a, b)
+
+
+def probe_control(pa: dict | None, pb: dict | None) -> Control | None:
+    """The machine probe of both runs, when both timed the same one (the knobs' ``probe``)."""
+    if pa is None or pb is None or pa["work"] != pb["work"]:
         return None
-    return Control(unit, tuple(same), a, b)
+    return Control("probe", (pa["work"],), Spread(tuple(pa["us"])), Spread(tuple(pb["us"])))
 
 
 def same_workload(a: Tables, b: Tables) -> bool:
     """Whether the same op or kernel name can be the same work in both runs: not when the lessons' knobs
     say the runs had different shapes, dtypes or devices (a trace without knobs cannot tell: its names count)."""
-    ka, kb = a.knobs, b.knobs
-    if ka is None or kb is None:
-        return True
-    return (tuple(ka.shape), ka.dtype, ka.device) == (tuple(kb.shape), kb.dtype, kb.device)
+    wa, wb = workload_of(a), workload_of(b)
+    return wa is None or wb is None or wa == wb
+
+
+def workload_of(t: Tables) -> tuple | None:
+    """(shape, dtype, device) from the lesson's knobs; None for a trace without them."""
+    k = t.knobs
+    return None if k is None else (tuple(k.shape), k.dtype, k.device)
 
 
 def device_control(a: Tables, b: Tables) -> Control | None:
-    """The kernels, memcpys and memsets that ran unchanged in both runs (None: none, or too little)."""
+    """The kernels, memcpys and memsets that ran unchanged in both runs (None: none)."""
     if not (a.has_gpu and b.has_gpu and same_workload(a, b)):
         return None
     return control_of("device event", {n: s for n, (_, s) in device_series(a).items()},
                       {n: s for n, (_, s) in device_series(b).items()})
 
 
-def own_cpu(t: Tables) -> dict:
-    """{"op in parent": Series} of each op's own CPU time (its children left out) in the judged steps, by
-    the op it was called from (a step's top-level ops from ``ProfilerStep``): ``aten::addmm`` under
-    ``aten::linear`` and under a compiled graph are not the same work."""
-    m = t.model
-    cpu = m.cpu
-    step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
-    rows = np.flatnonzero((cpu.kind == OP) & ~step_name[cpu.name])
-    parent = cpu.parent[rows]
-    caller = np.where(parent >= 0, cpu.name[np.maximum(parent, 0)], -1)
-    caller = np.where((caller >= 0) & step_name[np.maximum(caller, 0)], -2, caller)
-    pairs, keys = np.unique(np.stack([caller, cpu.name[rows]], axis=1), axis=0, return_inverse=True)
-    label = {-1: None, -2: "ProfilerStep"}
-    names = [f"{m.names[op]} in {label.get(up) or m.names[up]}" if up != -1 else m.names[op]
-             for up, op in pairs.tolist()]
-    return series_of(keys.reshape(-1), cpu.step[rows], cpu.self_us[rows], judged_steps(t), names)
+def probe_of(t: Tables) -> dict | None:
+    return t.knobs.probe if t.knobs is not None else None
 
 
 def cpu_control(a: Tables, b: Tables) -> Control | None:
-    """The ops that ran in both runs as many times per step, by their own CPU time (None: none, or too little)."""
-    if not same_workload(a, b):
-        return None
-    return control_of("op", own_cpu(a), own_cpu(b))
+    """The ops that ran unchanged in both runs, by their own CPU time, else the machine probe."""
+    return cpu_control_between(same_work_series(a), same_work_series(b), same_workload(a, b),
+                               probe_of(a), probe_of(b))
+
+
+def cpu_control_between(sa: dict, sb: dict, same: bool, pa: dict | None, pb: dict | None) -> Control | None:
+    """:func:`cpu_control` over two runs' :func:`~.same_work.same_work_series` (``same``: the same workload)
+    and machine probes: the unchanged ops when they measure the machine, else the probe (with the ops
+    beside it), else the ops, too short (the verdict names them), else None."""
+    ops = control_of("op", sa, sb) if same else None
+    if ops is not None and ops.measures:
+        return ops
+    probe = probe_control(pa, pb)
+    if probe is None:
+        return ops
+    worth_saying = ops is not None and min(ops.a.median, ops.b.median) >= SHORT_SAID_US
+    return replace(probe, too_short=ops if worth_saying else None)
 
 
 def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_control: bool) -> dict:
@@ -127,21 +183,34 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
     host's load; a device's does not wait on it)."""
     two = TwoRuns(a, b)
     side = dict(a_median_us=a.median, b_median_us=b.median, a_range_us=[a.low, a.high], b_range_us=[b.low, b.high],
-                ratio=two.ratio, control=control.to_json() if control else None)
+                ratio=two.ratio, control=control.to_json() if control else None)  # the JSON names a short one too
     why = _why_not(two)
-    if why is None and control is not None and control.moved:
-        why = (f"the machine changed between the runs, or the work common to both did (other shapes or dtypes "
-               f"under the same names): {control.text()}")
+    short = control if control is not None and not control.measures else None
+    control = None if short is not None else control
+    if why is None and control is not None and control.explained(two.ratio):
+        low, high = control.explains
+        why = (f"the difference is within the machine's drift: {control.text()}, and a machine that much busier "
+               f"or idler (or other work under the same names) explains B/A from {low:.2f}x to {high:.2f}x; "
+               f"B's median is {two.ratio:.2f}x A's")
     if why is None and control is None and needs_control:
-        why = ("no work ran unchanged in both runs (the same op, as many calls per step, on the same shapes), so "
-               "nothing tells a change in the code from a busier machine")
+        unchanged = (short.short_text() if short is not None else
+                     "no work ran unchanged in both runs (the same op with the same ops inside it, as many calls "
+                     "per step)")
+        why = (f"{unchanged}, and the runs timed no machine probe: nothing tells a change in the code from a "
+               "busier machine")
     medians = f"{fmt_us(a.median)} vs {fmt_us(b.median)}"
     if why is not None:
         verdict = f"{what} per step: cannot tell which run is faster: {why} (medians A vs B: {medians})"
     else:
         faster = "B" if two.ratio < 1 else "A"
-        checked = (f"control: {control.text()}" if control is not None else
-                   "no kernel ran unchanged in both runs to control for the machine")
+        if control is not None:
+            low, high = control.explains
+            checked = (f"control: {control.text()}: the machine's drift explains B/A from {low:.2f}x to "
+                       f"{high:.2f}x, not {two.ratio:.2f}x")
+        elif short is not None:
+            checked = f"no control for the machine: {short.short_text()}"
+        else:
+            checked = "no kernel ran unchanged in both runs to control for the machine"
         verdict = (f"{what} per step: B's median is {two.ratio:.2f}x A's ({medians}), and every {faster} step is "
                    f"faster than every step of the other (A {fmt_us(a.low)}-{fmt_us(a.high)}, "
                    f"B {fmt_us(b.low)}-{fmt_us(b.high)}); {checked}")

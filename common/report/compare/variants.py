@@ -12,7 +12,8 @@ from typing import Optional
 
 from common.report.compare.rows import device_changes_between, device_series, differing, judged_steps, \
     op_changes_between, op_series
-from common.report.compare.control import control_of, judge, own_cpu
+from common.report.compare.control import control_of, cpu_control_between, judge
+from common.report.compare.same_work import same_work_series
 from common.report.model.names import short_name
 from common.report.facts.steadiness import Spread
 from common.report.facts.tables import Tables
@@ -26,7 +27,8 @@ def digest(t: Tables, variant: str) -> dict:
     return dict(variant=variant, has_gpu=t.has_gpu,
                 schedule=k.schedule if k is not None else None,
                 workload=(tuple(k.shape), k.dtype, k.device) if k is not None else None,
-                device=device_series(t), ops=op_series(t), own_cpu=own_cpu(t),
+                device=device_series(t), ops=op_series(t), same_work=same_work_series(t),
+                probe=k.probe if k is not None else None,
                 cpu_steps=Spread(tuple(r.wall_us for r in steps)),
                 device_steps=Spread(tuple(r.device_us for r in steps)) if t.has_gpu else None)
 
@@ -49,8 +51,8 @@ def versus(a: dict, b: dict) -> Optional[dict]:
         new = [(r["name"], r["b_per_step_us"]) for r in k["only_b"]]
         changed = [(f"{short_name(r['name'], 30)} ({' '.join(differing(r['name'], r['b_name']))} -> "
                     f"{' '.join(differing(r['b_name'], r['name']))})", r["b_per_step_us"]) for r in k["changed"]]
-    cpu = judge("CPU", a["cpu_steps"], b["cpu_steps"], control_of("op", a["own_cpu"], b["own_cpu"]),
-                needs_control=True)
+    control = cpu_control_between(a["same_work"], b["same_work"], True, a["probe"], b["probe"])
+    cpu = judge("CPU", a["cpu_steps"], b["cpu_steps"], control, needs_control=True)
     if not gpu:
         side = cpu
         rows = op_changes_between(a["ops"], b["ops"], False)
@@ -69,8 +71,12 @@ def _short_verdict(side: dict, what: str) -> str:
     if not side["judged"]:
         return f"{what} per step: cannot tell ({side['why_not']})"
     c = side["control"]
-    control = (f"control: {len(c['names'])} unchanged {c['unit']}{'s' if len(c['names']) > 1 else ''} "
-               f"{c['ratio']:.2f}x" if c else "no control (no unchanged work in both)")
+    if c is None or not c["measures"]:
+        control = "no control (no unchanged work in both, long enough to measure the machine)"
+    elif c["unit"] == "probe":
+        control = f"control: the machine probe {c['ratio']:.2f}x"
+    else:
+        control = f"control: {len(c['names'])} unchanged {c['unit']}{'s' if len(c['names']) > 1 else ''} {c['ratio']:.2f}x"
     return (f"{what} per step {side['ratio']:.2f}x ({fmt_us(side['a_median_us'])} -> {fmt_us(side['b_median_us'])}), "
             f"apart in every step; {control}")
 
