@@ -171,6 +171,17 @@ def test_flash_warps_match_its_block():
     assert "4 warps" in f.message and block[0] * block[1] * block[2] == 4 * 32
 
 
+def test_transposes_before_and_after_the_kernel_s_op():
+    """P3.12 on the H100: flash and efficient transpose q, k, v before the op that launches the kernel and the
+    output after it (3 + 1 per call, not "4 before" as the A100 post's torch did); cuDNN none."""
+    for run in ("sdpa_flash", "sdpa_efficient"):
+        f = finding(run, "fused_attention")
+        assert (f.evidence["transposes_before"], f.evidence["transposes_after"]) == (9, 3)
+        assert "after 3 aten::transpose per call and 1 after its compute, on the output" in f.message
+    f = finding("sdpa_cudnn", "fused_attention")
+    assert f.evidence["transposes_before"] == f.evidence["transposes_after"] == 0
+
+
 @pytest.mark.parametrize("run, op, said", [
     ("p1_4096_compile", "aten::addmm", "3 calls: 3 kernels, 3 memcpys, 3 memsets"),
     ("mlp", "aten::mm", "9 calls: 9 kernels, 6 memsets")])

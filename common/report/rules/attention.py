@@ -137,15 +137,55 @@ def fused_attention(t: Tables):
     decoded = [trace_names.describe_attention(d) for d in map(trace_names.decode_attention, kernels) if d]
     launch = ", ".join(f"{name} x{c}" for name, c in s.launches.items()) if kernels else ""
     transposes = s.ops.get("aten::transpose", 0)
-    before = (f"after {_each(transposes, s.calls)} aten::transpose per call" if transposes
-              else "with no transpose (it reads [batch, heads, seq, head_dim] as is)")
+    ahead, behind = _before_and_after(s, op, "aten::transpose")
+    before = (f"after {_each(ahead, s.calls)} aten::transpose per call" if ahead
+              else "with no transpose before it (it reads [batch, heads, seq, head_dim] as is)")
+    if behind:
+        before += f" and {_each(behind, s.calls)} after its compute, on the output"
     msg = f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), {before}"
     if kernels:
         msg += (f"; {len(kernels)} attention kernel{'s' if len(kernels) > 1 else ''}: "
                 + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
     return Finding("fused_attention", msg, "", dict(calls=s.calls, ops=fused, transposes=transposes,
+                                                   transposes_before=ahead, transposes_after=behind,
                                                    kernels=kernels, decoded=decoded, launches=s.launches),
                    spans=_spans_of(t, s.op_spans, fused) + _spans_of(t, s.device_spans, kernels))
+
+
+def _before_and_after(s, op: str, name: str) -> tuple[int, int]:
+    """How many ``name`` ops (nested in the calls) start before the fused ``op``'s compute, and how many
+    after it. The compute is the longest stretch inside the fused op: its longest nested op (on a GPU,
+    the op that launches the kernel) or its longest stretch of own time with no op in it (on the CPU,
+    where the op computes in its own time)."""
+    nested = [span for spans in s.op_spans.values() for span in spans]
+    before = after = 0
+    for fused in s.op_spans.get(op, ()):
+        end = fused.start_us + fused.dur_us
+        inside = sorted((n.start_us, n.start_us + n.dur_us) for n in nested
+                        if fused.start_us <= n.start_us < end and n is not fused)
+        at = _compute_at(fused.start_us, end, inside)
+        mine = [n.start_us for n in s.op_spans.get(name, ()) if fused.start_us <= n.start_us < end]
+        before += sum(ts < at for ts in mine)
+        after += sum(ts >= at for ts in mine)
+    return before, after
+
+
+def _compute_at(start: float, end: float, inside: list) -> float:
+    """The middle of the longest stretch from ``start`` to ``end``: a run of overlapping ``inside``
+    intervals (sorted), or a gap between them."""
+    best, best_len, cursor = (start + end) / 2, -1.0, start
+    run_start = run_end = None
+    for lo, hi in inside + [(end, end)]:
+        if run_end is not None and lo <= run_end:
+            run_end = max(run_end, hi)
+            continue
+        if run_end is not None and run_end - run_start > best_len:
+            best, best_len = (run_start + run_end) / 2, run_end - run_start
+        gap_from = run_end if run_end is not None else cursor
+        if lo - gap_from > best_len:
+            best, best_len = (gap_from + lo) / 2, lo - gap_from
+        run_start, run_end = lo, hi
+    return best
 
 
 LIBRARY_SHARE = 0.5  # the calls' own time beyond this share of SDPA's CPU: the cost lives inside the library call
