@@ -347,14 +347,14 @@ def _describe(lesson: Lesson, cpu_choice: "cpu.CpuChoice | None") -> None:
 
 
 def _first_step_line(a: argparse.Namespace) -> str:
-    """What the first recorded step will hold (P1.6, P1.7 as the runs show them): the profiler makes it
-    wider in every run; it holds the workload's cold start only when nothing ran the workload before it."""
+    """What the first recorded step will hold (P1.6, P1.7 as the runs show them): the profiler starting
+    often makes it wider (the report says whether it did); it holds the workload's cold start only when nothing ran the workload before it."""
     s = a.schedule
     skipped = s.wait + s.warmup
     if skipped:
         before = f"the schedule ran the workload {skipped}x unrecorded" + (" after the warm-up" if a.warmup else "")
         return (f"first recorded step #{skipped}: {before}, so it holds no cold start; the profiler makes it "
-                f"wider in every run, warm-up or not (--no-warmup --schedule 0,0,{s.active} records the first call)")
+                f"often wider, warm-up or not (--no-warmup --schedule 0,0,{s.active} records the first call)")
     if a.warmup:
         return ("first recorded step #0: the warm-up ran the workload before the profiler, so it holds the "
                 "profiler's own start-up (schedule warmup=0; torch warns about it, silenced here), no cold start")

@@ -191,7 +191,7 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
         low, high = control.explains
         why = (f"the difference is within the machine's drift: {control.text()}, and a machine that much busier "
                f"or idler (or other work under the same names) explains B/A from {low:.2f}x to {high:.2f}x; "
-               f"B's median is {two.ratio:.2f}x A's")
+               f"the steps' B/A is {two.ratio:.2f}x")
     if why is None and control is None and needs_control:
         unchanged = (short.short_text() if short is not None else
                      "no work ran unchanged in both runs (the same op with the same ops inside it, as many calls "

@@ -4,7 +4,7 @@ Per step: CPU (wall) time and device time and their ratio B/A, kernels per step;
 (kernels, memcpys, memsets) in both, changed (a GEMM renamed only in its flags), gone and new, and
 the ops whose calls (or, on a GPU, device time) changed, all per step (:mod:`.rows`). The
 summary compares medians, not means (one slow step moves a mean of three; P1.14), over the steps
-after the profiler's first (wider in every run: it is the profiler starting), shows each run's
+after the profiler's first (often wider: the profiler starting; how much, said per run), shows each run's
 range, and judges the ratio only when every step of one run is faster than every step of the other
 and the work that did not change kept its time (:mod:`.control`). Otherwise the verdict is "cannot
 tell" and why, with the numbers: one stalled step never makes a 200x claim, and a busier machine is
@@ -18,7 +18,7 @@ from common.report.compare.rows import device_changes, judged_steps, op_changes
 from common.report.compare.control import cpu_control, device_control, judge
 from common.report.facts.tables import Tables
 from common.report.units import json_ready
-from common.report.facts.steadiness import Spread
+from common.report.facts.steadiness import FirstVsRest, Spread
 
 
 def _per_step(t: Tables) -> dict:
@@ -29,6 +29,14 @@ def _per_step(t: Tables) -> dict:
         device=Spread(tuple(r.device_us for r in rows)) if t.has_gpu else None,
         kernels=Spread(tuple(float(r.kernels) for r in rows)),
     )
+
+
+def _first_ratio(t: Tables) -> float | None:
+    """The left-out first step's wall time over the judged steps' median (None: none left out)."""
+    if not _left_out(t):
+        return None
+    rest = Spread(tuple(t.step_rows[i].wall_us for i in judged_steps(t).tolist()))
+    return FirstVsRest(t.step_rows[0].wall_us, rest).ratio
 
 
 def _left_out(t: Tables) -> list[str]:
@@ -60,6 +68,7 @@ def compare(a: Tables, b: Tables) -> dict:
         a=a.model.path, b=b.model.path,
         summary=dict(
             a_steps=sa["steps"], b_steps=sb["steps"], a_left_out=_left_out(a), b_left_out=_left_out(b),
+            a_first_ratio=_first_ratio(a), b_first_ratio=_first_ratio(b),
             cpu=cpu, device=device,
             a_kernels_per_step=sa["kernels"].median, b_kernels_per_step=sb["kernels"].median,
         ),

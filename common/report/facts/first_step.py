@@ -1,6 +1,6 @@
 """What the first recorded step holds that the others do not.
 
-The first recorded step is wider in every run: the profiler switches to recording at its start, and
+The first recorded step is often wider, warmed up or not: the profiler switches to recording at its start, and
 the extra is spread over every op and the gaps between them (seen on the CPU and on an H100, warmed
 up or not; the trace shows where the time goes, not the profiler's mechanism). When that step is also
 the workload's first call (``--schedule 0,0,N`` without ``--warmup``), its one-time work adds to it:

@@ -5,8 +5,8 @@ few. Before a rule calls the first step "cold" or a comparison calls one run fas
 difference must stand clear of the spread the steps themselves show. When it does not, the
 report says the timings are too noisy to judge rather than give advice.
 
-The profiler's first recorded step is wider in every run, warmed up or not (1.4-3.2x on an H100,
-2-3x on a CPU): it is the first step with the profiler's callbacks on, so each event is recorded
+The profiler's first recorded step is often wider, warmed up or not (1.4-3.2x on an H100,
+2-3x on a CPU; not in every run): it is the first step with the profiler's callbacks on, so each event is recorded
 for the first time. It is a cold start only when it is also the workload's first call
 (:func:`first_recorded`). Steadiness is judged on the steps after it (:func:`steady`), and on a
 GPU run on the device time per step: a wider first step there is host-side.
@@ -122,7 +122,7 @@ def first_recorded(number: int | None, warmup_calls: int | None) -> FirstRecorde
 
 def steady(durations) -> Spread:
     """The steps to judge steadiness (or compare runs) on: every step after the first recorded one,
-    which the profiler makes wider in every run (all the steps when there are fewer than three).
+    which the profiler often makes wider (all the steps when there are fewer than three).
     A comparison of two runs reads ``steady(a)`` against ``steady(b)`` (on GPU runs, the device
     time per step), so neither run's profiler step reads as noise or as a slower run."""
     values = tuple(float(d) for d in durations)

@@ -113,6 +113,22 @@ def _table(title: str, cols: list[str], rows: list[list[str]], text_cols: int):
     return t
 
 
+def left_out_line(s: dict) -> str:
+    """``leave out the profiler's first step (A #2, B #2), which the profiler starting may widen: here A's
+    took 2.10x the others' median, B's 0.98x``; empty when no step is left out."""
+    runs = [x for x in ("A", "B") if s[f"{x.lower()}_left_out"]]
+    if not runs:
+        return ""
+    named = ", ".join(f"{x} {', '.join(n.replace('ProfilerStep', '') for n in s[f'{x.lower()}_left_out'])}"
+                      for x in runs)
+    ratios = [(x, s[f"{x.lower()}_first_ratio"]) for x in runs if s.get(f"{x.lower()}_first_ratio") is not None]
+    here = ""
+    if ratios:
+        (first, ratio), rest = ratios[0], ratios[1:]
+        here = f": here {first}'s took {ratio:.2f}x the others' median" + "".join(f", {x}'s {r:.2f}x" for x, r in rest)
+    return f"leave out the profiler's first step ({named}), which the profiler starting may widen{here}"
+
+
 def render_compare(c: dict, console) -> None:
     from rich.markup import escape
 
@@ -121,11 +137,9 @@ def render_compare(c: dict, console) -> None:
     console.print(f"[bold]compare[/]  A = {escape(display_path(c['a']))}")
     console.print(f"          B = {escape(display_path(c['b']))}")
     console.print(f"steps: A {_step_names(c, 'a')}, B {_step_names(c, 'b')}, side by side in order")
-    left = [f"{x} {', '.join(n.replace('ProfilerStep', '') for n in s[f'{x.lower()}_left_out'])}"
-            for x in ("A", "B") if s[f"{x.lower()}_left_out"]]
+    left = left_out_line(s)
     if left:
-        console.print(f"the medians, the verdicts and every per-step figure below leave out the profiler's first step "
-                      f"({', '.join(left)}): it is wider in every run, the profiler starting")
+        console.print(f"the medians, the verdicts and every per-step figure below {escape(left)}")
     console.print("per step: CPU = the step's wall time" + (
         "; dev = kernel/memcpy/memset time it launched" if with_device else " (CPU-only traces: no device columns)"))
     console.print(_step_table(c, with_device))

@@ -229,13 +229,12 @@ def render_compare_html(c: dict) -> str:
                                            pair_series([s["a_device_us"] for s in steps if s["a_device_us"] is not None],
                                                        [s["b_device_us"] for s in steps if s["b_device_us"] is not None]),
                                            "device time"), _side_verdict(summary["device"])))
-    from common.report.render.compare import device_work_rows, op_rows
+    from common.report.render.compare import device_work_rows, left_out_line, op_rows
 
     with_device = summary["device"] is not None
-    left = [f"{x} {', '.join(summary[f'{x.lower()}_left_out'])}" for x in ("A", "B") if summary[f"{x.lower()}_left_out"]]
+    left = left_out_line(summary)
     if left:
-        parts.insert(1, f'<p class="hint">The medians, the verdicts and every per-step figure leave out the '
-                        f'profiler\'s first step ({html.escape(", ".join(left))}): it is wider in every run.</p>')
+        parts.insert(1, f'<p class="hint">The medians, the verdicts and every per-step figure {html.escape(left, quote=False)}.</p>')
     rows = device_work_rows(c, width=70)
     parts.append("<h2>Device work per step (median)</h2>" + (
         _table(["", "kernel / memcpy / memset", "calls per step", "A", "B", "change"], rows, 2) if rows

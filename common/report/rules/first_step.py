@@ -1,4 +1,4 @@
-"""The first recorded step (P1.6, P1.7 as the runs show them): wider in every run, warmed up or not.
+"""The first recorded step (P1.6, P1.7 as the runs show them): often wider, warmed up or not.
 
 It is the first step with the profiler's callbacks on: each event is recorded there for the first
 time, so every op and the gaps between them are longer. It is a cold start only when it is also the

@@ -44,7 +44,7 @@ def cold_first_step(t: Tables):
 
 def noisy_steps(t: Tables):
     """Step times that differ more than 2x from step to step (after the first recorded step, which
-    the profiler makes wider in every run; on a GPU run, the device time per step): too noisy to judge
+    the profiler often makes wider; on a GPU run, the device time per step): too noisy to judge
     a slower step or a cold start on this machine (a busy CPU, another process). Profile more active
     steps, on an idle machine, and read the median, not the mean."""
     if not is_real_steps(t):
@@ -83,7 +83,7 @@ def annotation_gap(t: Tables):
     """Big gap between record_function("...") start and the first aten::* inside it in a cold first
     step (the workload's first call): the cold-start tax, zoomed in. The annotation entered, but the
     dispatch hadn't happened yet. Not reported when the workload ran before the first recorded step
-    (the profiler's first step widens the gap in every run: first_recorded_step says so), nor when
+    (the profiler's first step often widens the gap: first_recorded_step says so), nor when
     the first gap is inside the others' noise."""
     rows = [(i, r) for i, r in enumerate(t.step_rows) if r.annotation_gap_us is not None]
     if len(rows) < 2 or rows[0][0] != 0 or cold_step(t) is None:
