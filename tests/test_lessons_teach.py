@@ -289,19 +289,24 @@ def test_compile_frames_cost_per_step_on_the_console(runs):
             "TorchDynamo Cache Lookup", "AOTDispatcher Runtime Wrapper Prologue", "Pregraph bytecode", "CompiledFunction")
 
     t = Trace(path)
-    per_step = []  # the frames' own time in each step: each frame's duration less its direct children's
+    per_step, graph_step = [], []  # the frames' own time in each step: each frame's duration less its direct children's
     for step in t.steps:
         inner = [e for e in t.inside(step) if e.get("tid") == step.get("tid")]
-        own = 0.0
+        own = graph = 0.0
         for e in inner:
             if is_frame(e["name"]):
                 kids = [c for c in t.inside(e) if c.get("tid") == e.get("tid") and c is not e]
                 direct = [c for c in kids if not any(o is not c and o["ts"] <= c["ts"] and c["ts"] + c["dur"] <=
                                                      o["ts"] + o["dur"] for o in kids)]
                 own += e["dur"] - sum(c["dur"] for c in direct)
+                graph += (e["dur"] - sum(c["dur"] for c in direct)) if "CompiledFxGraph" in e["name"] else 0.0
         per_step.append(own)
+        graph_step.append(graph)
     # a typical step's: the median over the steps (one slow step is not the typical cost, #26.5)
     assert f["evidence"]["frames_self_us_per_step"] == pytest.approx(statistics.median(per_step), rel=0.02, abs=0.2)
+    # split: the compiled graph's own time is not "guards and wrappers" (issue 37: 20 ms of frees read as guards)
+    assert f["evidence"]["graph_self_us_per_step"] == pytest.approx(statistics.median(graph_step), rel=0.02, abs=0.2)
+    assert "in the guards and wrappers" in f["message"] and "in the compiled graph's own time" in f["message"]
     assert f["evidence"]["compute_us_per_step"] > 0
     assert "own CPU time" in f["message"] and "per step" in f["message"]
     assert "the frames' own CPU time" in runs["01_compile"].stdout.replace("\n", " ").replace("  ", " ")

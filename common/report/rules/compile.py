@@ -42,15 +42,30 @@ def _is_frame(name: str) -> bool:
     return bool(REGION.match(name) or FXGRAPH.match(name)) or name in COMPILE_FRAMES
 
 
+def _is_wrapper(name: str) -> bool:
+    return _is_frame(name) and not FXGRAPH.match(name)
+
+
 def _frames_cost(t: Tables, nsteps: int) -> tuple[str, dict]:
-    """The frames' own CPU per step, against the compute ops' own work per step on the CPU: words and evidence."""
+    """The frames' own CPU per step, split in two: the guards and wrappers (Dynamo's cache lookup, AOT's
+    prologue, the region's own time), and the compiled graph's own time (the generated module's Python
+    and whatever no op inside it accounts for: its buffers freed and allocated, a kernel the profiler does
+    not record as an op); against the compute ops' own work per step on the CPU: words and evidence."""
     if not nsteps:
         return "", {}
     work = t.cpu_work  # per step: medians over the steps (one slow step is not the typical cost)
-    per_step = work.median_step_sum(_is_frame) if work is not None and work.by_step else t.compile.self_us / nsteps
-    ev = dict(frames_self_us_per_step=rounded(per_step))
-    words = f"; the frames' own CPU time (guards, wrappers, the graph's Python) is {fmt_us(per_step)} per step (median)"
-    if not t.has_gpu and work is not None and work.compute_ops:
+    if work is None or not work.by_step:
+        per_step = t.compile.self_us / nsteps
+        return (f"; the frames' own CPU time is {fmt_us(per_step)} per step",
+                dict(frames_self_us_per_step=rounded(per_step)))
+    wrappers = work.median_step_sum(_is_wrapper)
+    graph = work.median_step_sum(lambda n: bool(FXGRAPH.match(n)))
+    ev = dict(frames_self_us_per_step=rounded(work.median_step_sum(_is_frame)),
+              wrappers_self_us_per_step=rounded(wrappers), graph_self_us_per_step=rounded(graph))
+    words = (f"; the frames' own CPU time per step (median): {fmt_us(wrappers)} in the guards and wrappers, "
+             f"{fmt_us(graph)} in the compiled graph's own time (its Python, and what no op inside it accounts "
+             "for: buffers freed and allocated, kernels not recorded as ops)")
+    if not t.has_gpu and work.compute_ops:
         compute = work.median_compute_us
         ops = ", ".join(o.name for o in work.compute_ops[:2])
         words += f", against {fmt_us(compute)} of the compute ops' own work ({ops})"
