@@ -158,3 +158,26 @@ def test_as_root_it_says_chromium_will_not_start(trace, tmp_path, viewer_factory
     assert "running as root" in v.head and "--no-sandbox" in v.head
     v.fetch()
     assert v.wait()[0] == 0
+
+
+PROBE_SEED = 38
+PIECES = ["%00", "%ff", "%fe", "%2e%2e", "..", "%2f", "/", "%C0%AE", "%E2%80%AE", "x", "%", "%0a", "%1b[2J", "?a=%00",
+          "#", ";", "index.html", "trace_processor.wasm"]
+
+
+def test_seeded_probes_of_odd_paths_are_refused_quietly(trace, viewer_factory):
+    """NUL, bytes that are not UTF-8, dots and escapes, in 60 random paths: none reads the trace, none is a
+    traceback."""
+    import random
+
+    rng = random.Random(PROBE_SEED)
+    v = viewer_factory(trace, local=True)
+    (version,) = [d.name for d in UI_FILES.iterdir() if (d / "frontend_bundle.js").is_file()]
+    for _ in range(60):
+        head = rng.choice(["", f"/{version}", f"/{v.secret}", "/x"])
+        path = head + "/" + "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 4)))
+        resp = v.raw("GET", path, origin=None)
+        assert resp.status in (200, 400, 404) and trace.read_bytes() not in resp.body, path  # 200: a file of the UI
+    assert v.raw("GET", v.trace_path, origin=None).status == 200
+    rc, _, err = v.wait(timeout=15)
+    assert rc == 0 and "Traceback" not in err, err
