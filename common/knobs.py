@@ -87,7 +87,7 @@ class RunKnobs:
             sched = raw.get("schedule") or {}
             return cls(
                 script=str(raw["script"]), tag=str(raw.get("tag", "")),
-                shape=tuple(int(n) for n in raw.get("shape", ())), dtype=str(raw.get("dtype", "")),
+                shape=_shape(raw.get("shape", ())), dtype=str(raw.get("dtype", "")),
                 device=str(raw.get("device", "")), warmup=bool(raw["warmup"]),
                 warmup_calls=int(raw.get("warmup_calls", 0)), compile=bool(raw.get("compile", False)),
                 compile_mode=str(raw.get("compile_mode", "default")),
@@ -108,6 +108,16 @@ class RunKnobs:
 
 
 MAX_COUNT = 2**63  # a lesson's counts are torch's int64: a value at or past this, or below 1, was not written by one
+
+
+def _shape(raw: Any) -> tuple[int, ...]:
+    """The lesson's shape numbers: each a whole number from 1 to below :data:`MAX_COUNT` (a tensor's size is
+    torch's int64); anything else (``1e308``, ``-1``, ``2.5``) raises ValueError: the knobs are not a lesson's."""
+    dims = tuple(raw)
+    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and 1 <= n < MAX_COUNT and n == int(n)
+               for n in dims):
+        raise ValueError(f"not a shape: {raw!r}")
+    return tuple(int(n) for n in dims)
 
 
 def _flop_count(raw: Any) -> int | None:

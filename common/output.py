@@ -16,7 +16,9 @@ copy are all written with :func:`writing` (or :func:`write_file`, its one-call f
   itself), the hidden folder goes with everything in it, the exporter's own temporaries included
   (Kineto writes ``<name>.tmp`` and renames it), and so do the folders the writer created;
 - a write that fails is one ``error:`` line (:class:`~common.errors.BadInput`, exit status 2): a full
-  disk (ENOSPC, EDQUOT) says so, and so does an exporter that wrote nothing (Kineto fails silently).
+  disk (ENOSPC, EDQUOT) says so, and so does an exporter that wrote nothing (Kineto fails silently);
+- a hidden folder that a writer killed mid-write left (``kill -9``: nothing of this process runs to remove
+  it) is removed by the next write into the same folder (:func:`remove_stale_temporaries`).
 
 Standard output (``-o -``) is written with :func:`write_stdout`: EPIPE stays BrokenPipeError (the
 reader left), any other error is one line.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -214,6 +217,8 @@ def writing(paths: Sequence, *, flag: str | None = None, what: str = "the file",
                 except FileExistsError:
                     continue
                 created.append(folder)
+        for parent in {final.parent for final in finals}:
+            remove_stale_temporaries(parent)
         for final in finals:
             folder = final.parent / f"{TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
             item = _Pending(final, folder, folder / final.name)
@@ -234,6 +239,42 @@ def writing(paths: Sequence, *, flag: str | None = None, what: str = "the file",
     finally:
         cleanup(committed)
         forget()
+
+
+_TMP_NAME = re.compile(re.escape(TMP_PREFIX) + r"(\d+)-[0-9a-f]{8}")
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove the hidden temporary folders (``.tmp-<pid>-<8 hex>``) in ``folder`` that a writer killed
+    mid-write left (``kill -9``: no cleanup ran): this user's, whose process no longer runs. A live writer's,
+    another user's, a link or anything else named otherwise is left alone. Returns what was removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        found = _TMP_NAME.fullmatch(entry.name)
+        if found is None or not entry.is_dir(follow_symlinks=False) or _running(int(found[1])):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.stat(follow_symlinks=False).st_uid == os.geteuid():
+                shutil.rmtree(entry.path)
+                removed.append(Path(entry.path))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs (another user's too: then it may be a writer, and is left alone)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
 
 
 def _keep_mode(item: _Pending) -> None:

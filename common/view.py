@@ -10,6 +10,10 @@ leaves the machine. ``--online`` is Perfetto's own ``open_trace_in_ui`` recipe i
 ui.perfetto.dev, which fetches the file from port 9001 (the one port its Content-Security-Policy
 allows) with a CORS header for it. Either way the server stops once the UI has fetched the whole
 file and then gone quiet.
+
+Only the learner's own page reads the trace: it is served at ``/<secret>/<name>``, the secret made anew
+at every run (:func:`secrets.token_urlsafe`) and carried only by the printed link (never a command line:
+:mod:`common.view_open`), and the file is the one opened and checked at start, served from that open file.
 """
 
 from __future__ import annotations
@@ -22,18 +26,20 @@ if __name__ == "__main__":
 import argparse
 import errno
 import getpass
+import hmac
 import http.server
 import math
 import os
+import secrets
 import signal
 import socket
 import stat
 import sys
 import time
-import webbrowser
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from rich.console import Console
 from rich.markup import escape
@@ -44,30 +50,51 @@ from common.checks import seconds
 from common.commands import display_path, shorten, uv_run
 from common.errors import CommandParser, exit_on_bad_input, fail
 from common.paths import LARGE_TRACE_BYTES, TRACE_SUFFIXES, parse_tag
-from common.view_ui import ONLINE_ORIGIN, POLICY, content_type, local_link, online_link, ui_file, ui_root
+from common.printable import printable
+from common.view_open import opening_browser
+from common.view_ui import (ONLINE_ORIGIN, POLICY, content_type, local_link, online_link, trace_url_path, ui_file,
+                            ui_root)
 
 UI_ORIGIN = ONLINE_ORIGIN
 PORT = 9001  # the only port the Perfetto UI fetches from (and trace_processor --httpd's)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")  # the Host a request may name (with the port): no DNS rebinding
+REQUEST_TIMEOUT_S = 5.0  # a connection that sends no whole request within this is closed (a stalled client)
+SEND_TIMEOUT_S = 60.0  # while the answer is written, how long a reader may read nothing
 QUIET_S = 10.0  # once the trace is sent, the server stops after this long with no request (the UI has loaded): --linger
 
 
 # ----------------------------------------------------------------------------- the server
 
 
+@dataclass(frozen=True)
+class HeldTrace:
+    """The trace as checked at start: an open file (``fd``), served with ``os.pread`` at every request, never
+    reopened by name (a file swapped in later, a symlink to another, is not what was checked), its size then
+    and its name (as given, bytes that are not UTF-8 kept as surrogate escapes)."""
+
+    fd: int
+    size: int
+    name: str
+
+    @property
+    def content_type(self) -> str:  # served as stored: a .json.gz stays gzip bytes, Perfetto unzips it
+        return "application/gzip" if self.name.endswith(".gz") else "application/json"
+
+
 class _OneFileHandler(http.server.BaseHTTPRequestHandler):
-    """Serves ``server.trace`` at ``/<its name>`` and, with ``server.ui``, the UI's own files
-    (:func:`common.view_ui.ui_file`); nothing else: no listing, no other path."""
+    """Serves ``server.trace`` at ``server.trace_path`` (``/<secret>/<name>``) and, with ``server.ui``, the UI's
+    own files (:func:`common.view_ui.ui_file`); nothing else: no listing, no other path."""
 
     server: _OneFileServer
     server_version = "common.view"
+    timeout = REQUEST_TIMEOUT_S  # a connection that sends no whole request in time is closed
 
     def log_message(self, format, *args):  # keep the console for the user
         pass
 
     def _origin_ok(self) -> bool:
         origin = self.headers.get("Origin")
-        return origin is None or origin in self.server.origins  # no Origin: curl, not a browser page
+        return origin is None or origin in self.server.origins  # no Origin: not a browser page (the secret still counts)
 
     def _host_ok(self) -> bool:
         """The request names this server as 127.0.0.1:PORT or localhost:PORT. A page that rebinds its
@@ -89,8 +116,8 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _check(self) -> Path | None:
-        """The file this request may read (the trace, or a file of the local UI), or None (refused)."""
+    def _check(self) -> HeldTrace | Path | None:
+        """What this request may read (the trace, or a file of the local UI), or None (refused)."""
         self.server.last_request = time.monotonic()
         if not self._host_ok():
             self._refuse(403, "host not allowed")
@@ -98,10 +125,10 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         if not self._origin_ok():
             self._refuse(403, "origin not allowed")
             return None
-        path = unquote(urlsplit(self.path).path)
-        if path == "/" + self.server.trace.name:
+        raw = unquote_to_bytes(urlsplit(self.path).path)
+        if hmac.compare_digest(raw, self.server.trace_path):  # the secret and the name, byte for byte
             return self.server.trace
-        found = ui_file(self.server.ui, path) if self.server.ui is not None else None
+        found = ui_file(self.server.ui, raw.decode("utf-8", "replace")) if self.server.ui is not None else None
         if found is None:
             self._refuse(404, "not found")
         return found
@@ -127,40 +154,47 @@ class _OneFileHandler(http.server.BaseHTTPRequestHandler):
         self._send(body=True)
 
     def _send(self, body: bool) -> None:
-        path = self._check()
-        if path is None:
+        what = self._check()
+        if what is None:
             return
-        is_trace = path == self.server.trace
+        if isinstance(what, HeldTrace):
+            self._answer(what.fd, what.size, {"Content-Type": what.content_type}, body, is_trace=True)
+            return
         try:
-            f = path.open("rb")
+            fd = os.open(what, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._refuse(404, "not found")
             return
-        with f:
-            size = os.fstat(f.fileno()).st_size  # the length promised is the length sent
-            self.send_response(200)
-            self._cors()
-            if is_trace:  # served as stored: a .json.gz stays gzip bytes (no Content-Encoding), Perfetto unzips it
-                self.send_header("Content-Type", "application/gzip" if path.name.endswith(".gz") else "application/json")
-            else:
-                self.send_header("Content-Type", content_type(path))
-                if path.suffix == ".html":
-                    self.send_header("Content-Security-Policy", POLICY)
-            self.send_header("Content-Length", str(size))
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
-            if body and _send_exactly(f, self.wfile, size) and is_trace:
-                self.server.served = True  # every byte went out: the UI has the whole trace
+        try:
+            headers = {"Content-Type": content_type(what)}
+            if what.suffix == ".html":
+                headers["Content-Security-Policy"] = POLICY
+            self._answer(fd, os.fstat(fd).st_size, headers, body, is_trace=False)
+        finally:
+            os.close(fd)
+
+    def _answer(self, fd: int, size: int, headers: dict, body: bool, is_trace: bool) -> None:
+        self.send_response(200)
+        self._cors()
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(size))  # the length promised is the length sent
+        self.send_header("Cache-Control", "no-store" if is_trace else "no-cache")
+        self.end_headers()
+        self.connection.settimeout(SEND_TIMEOUT_S)  # a reader may pause longer than a request may take to come
+        if body and _send_exactly(fd, self.wfile, size) and is_trace:
+            self.server.served = True  # every byte went out: the UI has the whole trace
         self.server.last_request = time.monotonic()  # quiet counts from the end of the last answer
 
 
-def _send_exactly(source, sink, size: int) -> bool:
-    """Copy ``size`` bytes; False when the client went away or the file ended early (a partial
-    download is not a fetch: keep serving for the next try)."""
+def _send_exactly(fd: int, sink, size: int) -> bool:
+    """Copy the first ``size`` bytes of the open file ``fd`` (``os.pread``: many requests may read it at
+    once); False when the client went away or the file ended early (a partial download is not a fetch:
+    keep serving for the next try)."""
     sent = 0
     try:
         while sent < size:
-            chunk = source.read(min(1 << 20, size - sent))
+            chunk = os.pread(fd, min(1 << 20, size - sent), sent)
             if not chunk:
                 return False
             sink.write(chunk)
@@ -174,8 +208,11 @@ def _send_exactly(source, sink, size: int) -> bool:
 class _OneFileServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, trace: Path, origins: set[str], ui: Path | None = None, linger: float = QUIET_S):
+    def __init__(self, port: int, trace: HeldTrace, secret: str, origins: set[str], ui: Path | None = None,
+                 linger: float = QUIET_S):
         self.trace, self.origins, self.ui, self.served, self.linger = trace, origins, ui, False, linger
+        self.trace_url_path = trace_url_path(secret, trace.name)
+        self.trace_path = unquote_to_bytes(self.trace_url_path)  # what a request's path must be, in bytes
         self.last_request = time.monotonic()
         super().__init__(("127.0.0.1", port), _OneFileHandler)  # loopback only
         if ui is not None:  # the page served here reads the trace from its own origin
@@ -194,9 +231,10 @@ class _OneFileServer(http.server.ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def _open_server(port: int, trace: Path, origins: set[str], ui: Path | None, linger: float) -> _OneFileServer:
+def _open_server(port: int, trace: HeldTrace, secret: str, origins: set[str], ui: Path | None,
+                 linger: float) -> _OneFileServer:
     try:
-        return _OneFileServer(port, trace, origins, ui, linger)
+        return _OneFileServer(port, trace, secret, origins, ui, linger)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             fail(
@@ -210,31 +248,32 @@ def _over_ssh() -> bool:
     return bool(os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_CLIENT"))
 
 
-def _has_display() -> bool:
-    if sys.platform in ("darwin", "win32"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-
-
-def _checked_trace(path: Path) -> Path:
-    """The trace to serve: a readable regular file (never a device or FIFO, which would block or never end)."""
-    shown = shorten(path)
+def _held_trace(path: Path) -> HeldTrace:
+    """The trace to serve, opened once: a readable regular file (never a device or FIFO, which would block
+    or never end; the open itself does not wait on a FIFO's writer), checked on the open file."""
+    shown = shorten(str(path))
     try:
-        info = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         fail(f"no such trace: {shown}")
-    except OSError as exc:
-        fail(f"cannot read {shown}: {exc.strerror or exc}")
-    if stat.S_ISDIR(info.st_mode):
+    except IsADirectoryError:
         fail(f"{shown} is a folder; name one trace in it, or list them: uv run -m common.view --list {shown}")
-    if not stat.S_ISREG(info.st_mode):
-        fail(f"{shown}: not a regular file (a device, FIFO or socket); name a trace file")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        fail(f"cannot read {shown}: {getattr(exc, 'strerror', None) or exc}")
+    info = os.fstat(fd)
     try:
-        with path.open("rb") as f:
-            f.read(1)
+        if stat.S_ISDIR(info.st_mode):
+            fail(f"{shown} is a folder; name one trace in it, or list them: uv run -m common.view --list {shown}")
+        if not stat.S_ISREG(info.st_mode):
+            fail(f"{shown}: not a regular file (a device, FIFO or socket); name a trace file")
+        os.pread(fd, 1, 0)
     except OSError as exc:
+        os.close(fd)
         fail(f"cannot read {shown}: {exc.strerror or exc}")
-    return path.resolve()
+    except BaseException:
+        os.close(fd)
+        raise
+    return HeldTrace(fd, info.st_size, path.resolve().name)
 
 
 def serve(
@@ -250,42 +289,53 @@ def serve(
 ) -> int:
     """Serve one trace, and the Perfetto UI unless ``online``, until the UI has fetched it (0), or until
     ``timeout`` with no fetch (1). ``window_us``: the link opens the timeline on it (the trace's µs).
-    ``linger``: serving the UI, how long it must ask for nothing more, once it has the trace, to stop."""
+    ``linger``: serving the UI, how long it must ask for nothing more, once it has the trace, to stop.
+    The trace is served at ``/<secret>/<name>``, the secret new at every run and only in the link printed
+    (and the private page the browser is opened on): see docs/viewing-and-sharing.md."""
     console = console or Console(highlight=False)
-    trace = _checked_trace(path)
-    size = trace.stat().st_size
+    trace = _held_trace(path)
+    try:
+        return _serve_held(trace, port, browser, timeout, origins, console, online, window_us, linger)
+    finally:
+        os.close(trace.fd)
+
+
+def _serve_held(trace: HeldTrace, port, browser, timeout, origins, console, online, window_us, linger) -> int:
     ui = None if online else ui_root()
-    with _open_server(port, trace, {UI_ORIGIN, *origins}, ui, linger) as server:
+    with _open_server(port, trace, secrets.token_urlsafe(24), {UI_ORIGIN, *origins}, ui, linger) as server:
         server.timeout = 0.2
-        link = (online_link if online else local_link)(trace.name, port, window_us)
+        link = (online_link if online else local_link)(server.trace_url_path, port, window_us)
         what = "" if online else " and the Perfetto UI (offline)"
-        console.print(f"serving [bold]{trace.name}[/] ({decimal(size)}){what} on http://127.0.0.1:{port} only; open:")
+        console.print(f"serving [bold]{escape(printable(trace.name))}[/] ({decimal(trace.size)}){what} "
+                      f"on http://127.0.0.1:{port} only; open:")
         console.print(link, markup=False, soft_wrap=True)
-        if online and port != PORT:
-            console.print(f"[yellow]note:[/] ui.perfetto.dev only fetches from port {PORT}; port {port} "
-                          "suits a self-hosted UI or a test")
-        if size > LARGE_TRACE_BYTES:
-            console.print(f"[yellow]note:[/] {decimal(size)} is large: the UI may be slow or run out of memory. "
-                          "Record fewer active steps (--schedule 1,1,1) to shrink the trace.")
-        if _over_ssh():
-            host = socket.gethostname()
-            console.print("over SSH: on the machine with the browser, forward the port first:")
-            console.print(f"  ssh -L {port}:127.0.0.1:{port} {getpass.getuser()}@{host}", markup=False)
-            console.print("  (use the host name you ssh to), then open the link there.")
-        elif browser and _has_display():
-            try:
-                webbrowser.open_new_tab(link)
-            except Exception:  # no usable browser: the printed link is enough
-                pass
-        console.print("waiting for the UI to fetch it (Ctrl-C to stop)...")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not server.done():
-            if not server.served and deadline is not None and time.monotonic() > deadline:
-                console.print(f"[yellow]gave up:[/] nothing fetched the trace within {timeout:g} s")
-                return 1
-            server.handle_request()
+        _notes(console, trace.size, port, online)
+        with opening_browser(link, console, wanted=browser and not _over_ssh()):
+            console.print("waiting for the UI to fetch it (Ctrl-C to stop)...")
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not server.done():
+                if not server.served and deadline is not None and time.monotonic() > deadline:
+                    console.print(f"[yellow]gave up:[/] nothing fetched the trace within {timeout:g} s")
+                    return 1
+                server.handle_request()
     console.print("the UI has the trace; server stopped")
     return 0
+
+
+def _notes(console: Console, size: int, port: int, online: bool) -> None:
+    """What the learner should know before opening the link: the port ui.perfetto.dev needs, a large
+    trace, the SSH tunnel."""
+    if online and port != PORT:
+        console.print(f"[yellow]note:[/] ui.perfetto.dev only fetches from port {PORT}; port {port} "
+                      "suits a self-hosted UI or a test")
+    if size > LARGE_TRACE_BYTES:
+        console.print(f"[yellow]note:[/] {decimal(size)} is large: the UI may be slow or run out of memory. "
+                      "Record fewer active steps (--schedule 1,1,1) to shrink the trace.")
+    if _over_ssh():
+        host = socket.gethostname()
+        console.print("over SSH: on the machine with the browser, forward the port first:")
+        console.print(f"  ssh -L {port}:127.0.0.1:{port} {getpass.getuser()}@{host}", markup=False)
+        console.print("  (use the host name you ssh to), then open the link there.")
 
 
 # ----------------------------------------------------------------------------- the listing
@@ -353,6 +403,20 @@ def time_window(text: str) -> tuple[float, float]:
     return start, end
 
 
+def page_origin(text: str) -> str:
+    """``--allow-origin ORIGIN``: one web page origin, ``scheme://host[:port]``. ``null`` (any sandboxed or
+    ``file:`` page sends it) and ``*`` (any page at all) would let every page read the trace: refused."""
+    if text in ("null", "*"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} would let {'any sandboxed or file: page' if text == 'null' else 'any page'} read the trace; "
+            "name the origin of the UI you use, e.g. http://localhost:10000")
+    parts = urlsplit(text) if text.isprintable() and " " not in text else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or text != f"{parts.scheme}://{parts.netloc}":
+        raise argparse.ArgumentTypeError(f"{text!r} is not a page origin (scheme://host[:port], no path), "
+                                         "e.g. http://localhost:10000")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="uv run -m common.view", description=__doc__.split("\n\n")[0],
                       usage="%(prog)s TRACE [options]  |  %(prog)s --list [DIR]")
@@ -372,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "report prints them)")
     p.add_argument("--online", action="store_true",
                    help=f"open {UI_ORIGIN} (needs the internet) instead of the UI served from this machine")
-    p.add_argument("--allow-origin", "--allow_origin", action="append", default=[], metavar="ORIGIN",
+    p.add_argument("--allow-origin", "--allow_origin", action="append", default=[], metavar="ORIGIN", type=page_origin,
                    help=f"also let this page origin fetch the trace (e.g. a self-hosted UI); {UI_ORIGIN} always can")
     return p
 

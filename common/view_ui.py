@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
+import os
 from urllib.parse import quote
 
 from common.errors import fail
@@ -51,7 +52,9 @@ def ui_version(root: Path) -> str | None:
 def ui_file(root: Path, url_path: str) -> Path | None:
     """The file of the UI that ``url_path`` (already unquoted) names, or None: ``/`` is index.html, and
     only index.html, the service worker and regular files under the version folder are served; no
-    listing, no hidden name, no ``..``, nothing outside the build (a link out of it is refused)."""
+    listing, no hidden name, no ``..``, no NUL, nothing outside the build (a link out of it is refused)."""
+    if "\0" in url_path:  # no file name holds one (and the system calls refuse it)
+        return None
     if url_path in ("/", "/index.html"):
         return root / "index.html"
     parts = url_path.split("/")[1:]
@@ -79,12 +82,19 @@ def range_args(window_us: tuple[float, float] | None) -> str:
     return f"&visStart={round(start * 1000)}&visEnd={round(end * 1000)}"
 
 
-def local_link(name: str, port: int, window_us: tuple[float, float] | None = None) -> str:
-    """The UI served here, opening the trace served beside it (always 127.0.0.1, never localhost)."""
+def trace_url_path(secret: str, name: str) -> str:
+    """Where the trace is served: ``/<secret>/<name>``, the name's bytes quoted (a name that is not UTF-8
+    too). Only a request that knows the secret finds it (:mod:`common.view`)."""
+    return f"/{secret}/{quote(os.fsencode(name))}"
+
+
+def local_link(url_path: str, port: int, window_us: tuple[float, float] | None = None) -> str:
+    """The UI served here, opening the trace served beside it at ``url_path`` (always 127.0.0.1, never
+    localhost)."""
     here = f"http://127.0.0.1:{port}"
-    return f"{here}/#!/?url={here}/{quote(name)}{range_args(window_us)}"
+    return f"{here}/#!/?url={here}{url_path}{range_args(window_us)}"
 
 
-def online_link(name: str, port: int, window_us: tuple[float, float] | None = None) -> str:
-    """ui.perfetto.dev, fetching the trace from this machine's viewer."""
-    return f"{ONLINE_ORIGIN}/#!/?url=http://127.0.0.1:{port}/{quote(name)}{range_args(window_us)}"
+def online_link(url_path: str, port: int, window_us: tuple[float, float] | None = None) -> str:
+    """ui.perfetto.dev, fetching the trace from this machine's viewer at ``url_path``."""
+    return f"{ONLINE_ORIGIN}/#!/?url=http://127.0.0.1:{port}{url_path}{range_args(window_us)}"

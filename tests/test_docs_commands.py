@@ -402,7 +402,8 @@ def test_view_command_serves_the_trace(command, places):
                             cwd=REPO, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_listening(port, proc, 30)
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/{Path(path).name}",
+        link = next(line.strip() for line in proc.stdout if line.startswith("http"))  # it holds the secret
+        req = urllib.request.Request(link.split("?url=")[1],
                                      headers={"Origin": "https://ui.perfetto.dev"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.read() == Path(path).read_bytes()

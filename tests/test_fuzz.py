@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import random
 import signal
 from pathlib import Path
@@ -175,3 +176,77 @@ def test_fuzzed_traces_end_in_a_report_or_one_error_line(tmp_path):
         assert hashlib.sha256(path.read_bytes()).hexdigest() == hashes[path], f"{path.name} was changed"
     print(f"fuzzing: {len(cases)} mutated traces, {runs} report runs: {codes[0]} exit 0, {codes[2]} exit 2")
     assert len(cases) >= 200 and codes[0] and codes[2]  # both outcomes occur: the mutations bite
+
+
+# ----------------------------------------------------------------------------- issue 38's recipes
+
+SEED_38 = 38
+CASES_38 = 24
+FLOAT_LIMITS = [1e308, -1e308, 1.7976931348623157e308, 5e-324, 2**63, 2**64, -1, 0, 0.5]
+DEVICE_FIELDS = ["maxThreadsPerMultiprocessor", "warpSize", "numSms", "regsPerMultiprocessor", "totalGlobalMem",
+                 "sharedMemPerMultiprocessor", "maxThreadsPerBlock", "computeMajor", "name"]
+ABSURD = [0, 1, 16, 31, -1, 2**70, 1e308, "", None, "80GB"]
+
+
+def _recipe_38(doc: dict, rng: random.Random, tmp: Path, i: int) -> tuple[Path, list[str]]:
+    """One case of the new recipes: (its file, extra arguments for the report)."""
+    doc = copy.deepcopy(doc)
+    kind = i % 6
+    extra: list[str] = []
+    if kind == 0:  # absurd device properties
+        for _ in range(rng.randint(1, 4)):
+            doc["deviceProperties"][0][rng.choice(DEVICE_FIELDS)] = rng.choice(ABSURD)
+    elif kind == 1:  # sub-microsecond kernels
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "kernel" and rng.random() < 0.8:
+                e["dur"] = rng.choice([0.001, 0.3, 0.5, 0.999])
+    elif kind == 2:  # the lesson's numbers at a float's limits
+        lesson = json.loads(doc["lesson"]) if isinstance(doc.get("lesson"), str) else dict(doc.get("lesson") or {})
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(["shape", "matmul_flops_per_step", "warmup_calls", "schedule"])
+            value = rng.choice(FLOAT_LIMITS)
+            lesson[key] = [value] if key == "shape" else {"active": value} if key == "schedule" else value
+        doc["lesson"] = json.dumps(lesson)
+    text = json.dumps(doc).encode()
+    name = f"c38-{i}.json"
+    if kind == 3:  # a gzip member, then bytes that are not gzip
+        text = gzip.compress(text) + bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
+        name += ".gz"
+        extra = ["--short", "--html", str(tmp / f"p38-{i}.html"), "--annotate", str(tmp / f"a38-{i}.json")]
+    elif kind == 4:  # a gzip bomb: more than --max-size once decompressed
+        text = gzip.compress(b'{"traceEvents": [' + b" " * (8 << 20) + b"]}")
+        name += ".gz"
+        extra = ["--max-size", str(rng.choice([1 << 20, 4 << 20]))]
+    elif kind == 5:  # a name that is not UTF-8
+        name = os.fsdecode(b"\xff\xfe" + bytes([rng.randrange(0x80, 0x100)]) + f"-{i}.json".encode())
+    path = tmp / name
+    path.write_bytes(text)
+    return path, extra
+
+
+def test_issue_38_recipes_end_in_a_report_or_one_error_line(tmp_path):
+    """Absurd device properties, sub-µs kernels, lesson numbers at a float's limits, gzip with junk after it,
+    gzip bombs, names that are not UTF-8: each read in the text and JSON modes (and its own), with the checks
+    of the round above, no page left by exit 2, and --glance over all of them at once."""
+    from h100 import h100_trace
+
+    rng = random.Random(SEED_38)
+    sources = [json.loads(gzip.decompress(h100_trace(run).read_bytes())) for run in ("p1_4096_compile", "attn_naive")]
+    runs, codes = 0, {0: 0, 2: 0}
+    for i in range(CASES_38):
+        path, extra = _recipe_38(sources[i % 2], rng, tmp_path, i)
+        for mode in ([], ["--json"], extra) if extra else ([], ["--json"]):
+            code, out, err = _report([str(path), *mode])
+            runs += 1
+            where = f"{path.name!a} {' '.join(mode)}: exit {code}\n{err[-2000:]}"
+            assert code in (0, 2) and "Traceback" not in out + err, where
+            assert not RAW & set(out + err), where
+            if code == 2:
+                assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), where
+            if "--html" in mode:
+                assert Path(mode[mode.index("--html") + 1]).exists() == (code == 0), where
+            codes[code] += 1
+    code, out, err = _report(["--glance", str(tmp_path), "--json"])
+    assert code == 0 and "Traceback" not in err, err
+    print(f"issue 38 recipes (seed {SEED_38}): {CASES_38} cases, {runs} runs: {codes[0]} exit 0, {codes[2]} exit 2")
+    assert codes[0] and codes[2]

@@ -38,18 +38,25 @@ LINGER = "1"  # seconds the viewer waits, once the UI has the trace, before it s
 
 class Viewer:
     """A running ``common.view TRACE --port P --no-browser --linger 1``, ready to take requests; ``--online``
-    (the trace alone, for ui.perfetto.dev) unless ``local`` (the UI served beside it)."""
+    (the trace alone, for ui.perfetto.dev) unless ``local`` (the UI served beside it); ``browser``: without
+    ``--no-browser``. ``link`` is the link it printed, ``trace_path`` the trace's path in it (``/<secret>/<name>``)."""
 
-    def __init__(self, trace: Path, *extra: str, env: dict | None = None, local: bool = False):
+    def __init__(self, trace: Path, *extra: str, env: dict | None = None, local: bool = False, browser: bool = False):
         self.port = free_port()
         self.name = trace.name
-        mode = [] if local else ["--online"]
+        mode = ([] if local else ["--online"]) + ([] if browser else ["--no-browser"])
         self.proc = subprocess.Popen(
-            module_command("common.view", trace, "--port", self.port, "--no-browser", "--timeout", "30", "--linger",
+            module_command("common.view", trace, "--port", self.port, "--timeout", "30", "--linger",
                            LINGER, *mode, *extra),
             cwd=REPO, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         wait_listening(self.port, self.proc, 15)
+        self.head = ""  # what it printed before waiting: the name, the link, the notes
+        while not self.head.endswith(("Ctrl-C to stop)...\n", "gave up")) and (line := self.proc.stdout.readline()):
+            self.head += line
+        self.link = next(line.strip() for line in self.head.splitlines() if line.startswith("http"))
+        self.trace_path = "/" + self.link.split("?url=")[1].split("&")[0].split("/", 3)[3]  # /<secret>/<name>
+        self.secret = self.trace_path.split("/")[1]
 
     def raw(self, method: str, path: str, origin: str | None = UI, host: str | None = None,
             **headers: str) -> http.client.HTTPResponse:
@@ -71,13 +78,13 @@ class Viewer:
         return resp
 
     def fetch(self, origin: str = UI):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/{self.name}", headers={"Origin": origin})
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{self.trace_path}", headers={"Origin": origin})
         with urllib.request.urlopen(req, timeout=5) as resp:
             return resp, resp.read()
 
     def wait(self, timeout: float = 5) -> tuple[int, str, str]:
         out, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out, err
+        return self.proc.returncode, self.head + out, err
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -118,7 +125,7 @@ def test_serves_json_with_cors_and_stops_by_itself(traces, viewer_factory):
     assert int(resp.headers["Content-Length"]) == traces["json"].stat().st_size
     rc, out, err = v.wait()
     assert rc == 0, err
-    assert f"{UI}/#!/?url=http://127.0.0.1:{v.port}/64_bf16_cold_eager.json" in out
+    assert f"{UI}/#!/?url=http://127.0.0.1:{v.port}/{v.secret}/64_bf16_cold_eager.json" in out
     assert "server stopped" in out
 
 
@@ -150,7 +157,7 @@ def test_refuses_every_other_path(traces, viewer_factory):
 
 def test_preflight_head_and_foreign_origin_do_not_stop_it(traces, viewer_factory):
     v = viewer_factory(traces["json"])
-    pre = v.raw("OPTIONS", f"/{v.name}", **{"Access-Control-Request-Method": "GET",
+    pre = v.raw("OPTIONS", v.trace_path, **{"Access-Control-Request-Method": "GET",
                                             "Access-Control-Request-Headers": "range",
                                             "Access-Control-Request-Private-Network": "true"})
     assert pre.status == 204
@@ -158,9 +165,9 @@ def test_preflight_head_and_foreign_origin_do_not_stop_it(traces, viewer_factory
     assert "GET" in pre.getheader("Access-Control-Allow-Methods")
     assert pre.getheader("Access-Control-Allow-Headers") == "range"
     assert pre.getheader("Access-Control-Allow-Private-Network") == "true"
-    head = v.raw("HEAD", f"/{v.name}")
+    head = v.raw("HEAD", v.trace_path)
     assert head.status == 200 and head.body == b""
-    evil = v.raw("GET", f"/{v.name}", origin="https://evil.example")
+    evil = v.raw("GET", v.trace_path, origin="https://evil.example")
     assert evil.status == 403 and evil.getheader("Access-Control-Allow-Origin") is None
     assert v.proc.poll() is None
     assert v.fetch()[0].status == 200
@@ -271,11 +278,11 @@ def test_list_default_dir_and_missing_dir(tmp_path):
 def test_dns_rebinding_is_refused(traces, viewer_factory, host):
     """A page whose own domain now resolves to 127.0.0.1 sends its domain as Host: 403, nothing leaks."""
     v = viewer_factory(traces["json"])
-    resp = v.raw("GET", f"/{v.name}", origin=None, host=host.replace("PORT", str(v.port)))
+    resp = v.raw("GET", v.trace_path, origin=None, host=host.replace("PORT", str(v.port)))
     assert resp.status == 403 and b"traceEvents" not in resp.body
     assert v.proc.poll() is None  # still waiting for the real UI
     for good in (f"127.0.0.1:{v.port}", f"localhost:{v.port}", f"LocalHost:{v.port}"):
-        assert v.raw("HEAD", f"/{v.name}", host=good).status == 200
+        assert v.raw("HEAD", v.trace_path, host=good).status == 200
     assert v.fetch()[0].status == 200
     assert v.wait()[0] == 0
 
@@ -287,7 +294,7 @@ def test_an_aborted_download_does_not_stop_it(tmp_path, viewer_factory):
     v = viewer_factory(big)
     with socket.create_connection(("127.0.0.1", v.port), timeout=5) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.sendall(f"GET /{v.name} HTTP/1.1\r\nHost: 127.0.0.1:{v.port}\r\nOrigin: {UI}\r\n\r\n".encode())
+        s.sendall(f"GET {v.trace_path} HTTP/1.1\r\nHost: 127.0.0.1:{v.port}\r\nOrigin: {UI}\r\n\r\n".encode())
         assert s.recv(4096).startswith(b"HTTP/1.0 200")
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, not a clean close
     time.sleep(1.0)
@@ -328,11 +335,11 @@ def test_serves_the_perfetto_ui_beside_the_trace(traces, viewer_factory):
     wasm = v.raw("GET", f"/{version}/trace_processor.wasm", origin=f"http://127.0.0.1:{v.port}")
     assert wasm.status == 200 and wasm.getheader("Content-Type") == "application/wasm" and wasm.body[:4] == b"\0asm"
     assert v.raw("GET", f"/{version}/frontend_bundle.js", origin=None).status == 200
-    resp = v.raw("GET", f"/{v.name}", origin=f"http://127.0.0.1:{v.port}")  # the page's own fetch of ?url=
+    resp = v.raw("GET", v.trace_path, origin=f"http://127.0.0.1:{v.port}")  # the page's own fetch of ?url=
     assert resp.status == 200 and json.loads(resp.body) == TRACE
     rc, out, err = v.wait(timeout=30)  # the UI had the trace and then asked for nothing: stops by itself
     assert rc == 0, err
-    assert f"http://127.0.0.1:{v.port}/#!/?url=http://127.0.0.1:{v.port}/64_bf16_cold_eager.json\n" in out
+    assert f"http://127.0.0.1:{v.port}/#!/?url=http://127.0.0.1:{v.port}/{v.secret}/64_bf16_cold_eager.json\n" in out
     assert "ui.perfetto.dev" not in out.split("open:")[1]
 
 
@@ -349,7 +356,7 @@ def test_the_ui_files_only(traces, viewer_factory):
         assert b"traceEvents" not in resp.body and b"import" not in resp.body, path
     assert v.raw("GET", "/", origin="https://evil.example").status == 403
     assert v.raw("GET", "/", origin=None, host="evil.example").status == 403
-    assert v.raw("GET", f"/{v.name}", origin="http://localhost:1").status == 403
+    assert v.raw("GET", v.trace_path, origin="http://localhost:1").status == 403
     assert v.proc.poll() is None
 
 

@@ -68,7 +68,7 @@ def browser_fetch(tmp_path: Path, trace: Path, allow: bool) -> tuple[str, Viewer
     server, origin = page_server(site)
     try:
         viewer = Viewer(trace, *(["--allow-origin", origin] if allow else []))
-        (site / "index.html").write_text(PAGE.format(url=f"http://127.0.0.1:{viewer.port}/{trace.name}"))
+        (site / "index.html").write_text(PAGE.format(url=f"http://127.0.0.1:{viewer.port}{viewer.trace_path}"))
         return dump_dom(f"{origin}/index.html", tmp_path / "profile"), viewer
     finally:
         server.shutdown()
@@ -257,7 +257,8 @@ def test_lesson_trace_on_the_offline_timeline(page, tmp_path):
     assert f"open it: uv run -m common.view {shown(annotated)}" in " ".join(run.stdout.split())
     view = Timeline(page, trace)
     try:
-        assert view.link == f"http://127.0.0.1:{view.port}/#!/?url=http://127.0.0.1:{view.port}/{trace.name}"
+        here = f"http://127.0.0.1:{view.port}"
+        assert re.fullmatch(rf"{re.escape(here)}/#!/\?url={re.escape(here)}/[\w-]{{32}}/{re.escape(trace.name)}", view.link)
         assert view.title(r"thread \d+"), view.titles
         assert {"ProfilerStep#2", "matmul_add"} <= view.drawn, sorted(view.drawn)
         view.assert_offline(page)

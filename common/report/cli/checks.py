@@ -11,6 +11,7 @@ from pathlib import Path
 from common import output
 from common.commands import display_path
 from common.errors import fail
+from common.printable import printable
 from common.report.cli.args import inputs
 from common.report.load.inputs import STDIN, shorten
 
@@ -50,9 +51,27 @@ def check_pictures(args: argparse.Namespace) -> None:
         if dest is None:
             continue
         check_output(dest, inputs(args), flag=flag)
-        if not Path(dest).resolve().parent.is_dir():
-            fail(f"{flag} {shorten(dest)}: no such folder {display_path(Path(dest).resolve().parent)}")
+        _check_parent(dest, flag)
     output.check_targets(_outputs(args))
+
+
+def _check_parent(dest: str, flag: str) -> None:
+    """The folder ``dest`` goes into exists, as the system finds it (a link then ``..`` leads where the link
+    points, not back); when it does not, the error names the folder as typed, and where it leads."""
+    typed = os.path.dirname(str(dest)) or os.curdir
+    if os.path.isdir(typed):
+        return
+    fail(f"{flag} {shorten(dest)}: no such folder {printable(typed)}{_broken_link(typed)}")
+
+
+def _broken_link(folder: str) -> str:
+    """`` (PART is a link to TARGET, which does not exist)`` for the first such part of ``folder``, or ''."""
+    parts = Path(folder).parts
+    for i in range(1, len(parts) + 1):
+        part = os.path.join(*parts[:i])
+        if os.path.islink(part) and not os.path.exists(part):
+            return f" ({printable(part)} is a link to {printable(os.readlink(part))}, which does not exist)"
+    return ""
 
 
 def check_job_outputs(args: argparse.Namespace, job: list[Path]) -> None:

@@ -23,6 +23,11 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
     """The HTML page and the annotated trace, when asked for; each says what it wrote (on stderr)."""
     from rich.filesize import decimal
 
+    copy = None
+    if args.annotate is not None:  # read and checked first: a trace it cannot copy leaves no page behind either
+        from common.report.render.annotate import annotated_copy
+
+        copy = annotated_copy(Path(args.traces[0]), tables, findings, Path(args.annotate), flag="--annotate")
     if args.html is not None:
         if compared is not None:
             from common.report.render.html import render_compare_html
@@ -34,10 +39,8 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
 
             size = write_html(tables, findings, args.html, flag="--html", timeline_trace=args.annotate)
         print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
-    if args.annotate is not None:
-        from common.report.render.annotate import write_annotated
-
-        slices = write_annotated(Path(args.traces[0]), tables, findings, Path(args.annotate), flag="--annotate")
+    if copy is not None:
+        slices = copy.write()
         print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
               file=sys.stderr)
         print(f"  open it: {uv_run('-m', 'common.view', Path(args.annotate))}", file=sys.stderr)
@@ -139,15 +142,17 @@ def glance(args: argparse.Namespace) -> int:
 
 
 def glance_paths(paths: list[str], skip: str | None = None) -> list[Path]:
-    """The traces: each file as named, and every .json/.json.gz under each folder (annotated copies
-    and the file ``skip``, the command's own output, left out), sorted."""
+    """The traces: each file as named, and every .json/.json.gz under each folder (annotated copies, hidden
+    names such as a writer's ``.tmp-*`` folders, and the file ``skip``, the command's own output, left out),
+    sorted."""
     out: list[Path] = []
     own = _identity(skip) if skip else None
     for text in paths:
         p = Path(text)
         if p.is_dir():
             out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(GLANCE_SUFFIXES)
-                              and ".annotated." not in f.name))
+                              and ".annotated." not in f.name
+                              and not any(part.startswith(".") for part in f.relative_to(p).parts)))
         else:
             out.append(p)
     return [p for p in out if own is None or _identity(p) != own]

@@ -34,6 +34,10 @@ class GpuNumbers:
     streams: int
     comm_comp_overlap_pct: Optional[float] = None  # HolisticTraceAnalysis's (:mod:`.overlap`); None without NCCL kernels
     busy_exact_us: Optional[float] = None  # busy_us's events without HTA's rounding to whole µs
+    span_exact_us: Optional[float] = None  # span_us's events without HTA's rounding to whole µs
+    # HTA's rounding gave an impossible figure (a lone sub-µs event counts negative: busy below 0 or above the
+    # span): busy, span, idle and compute are then the unrounded figures, not HTA's
+    hta_impossible: bool = False
 
 
 @dataclass(frozen=True)

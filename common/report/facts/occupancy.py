@@ -122,6 +122,8 @@ def footprint(registers, block, shared, grid, props: dict) -> "Footprint | str":
     if missing:
         return f"the trace's deviceProperties carry no {missing[0]}"
     warp = _prop(props, "warpSize") or 32
+    if threads_per_sm < warp:  # no device has an SM that holds less than one warp: the numbers are not a device's
+        return f"the trace's deviceProperties say {threads_per_sm} threads per SM, fewer than a warp ({warp})"
     major, minor = props.get("computeMajor") or 0, props.get("computeMinor") or 0
     threads = block[0] * block[1] * block[2]
     if threads <= 0:

@@ -52,10 +52,19 @@ def hta_selection(m: Model, include_last_step: bool = False) -> np.ndarray:
     return (launch >= 0) & ((when <= last.end) if include_last_step else (when < last.start))
 
 
-def exact_busy(m: Model) -> float:
-    """The busy time of the events :func:`hta_busy_span` keeps, without HTA's rounding (µs)."""
+def exact_busy(m: Model, among: np.ndarray | None = None) -> float:
+    """The busy time of the events :func:`hta_busy_span` keeps (and ``among`` where given), without HTA's
+    rounding (µs)."""
     keep = hta_selection(m, include_last_step=True)
+    if among is not None:
+        keep = keep & among
     return Intervals(m.dev.ts[keep], m.dev.end[keep]).total if keep.any() else 0.0
+
+
+def exact_span(m: Model) -> float:
+    """The span of the events :func:`hta_busy_span` keeps, without HTA's rounding: first start to last end (µs)."""
+    keep = hta_selection(m, include_last_step=True)
+    return float(m.dev.end[keep].max() - m.dev.ts[keep].min()) if keep.any() else 0.0
 
 
 def hta_busy_span(m: Model, among: np.ndarray | None = None) -> tuple[float, float]:

@@ -29,7 +29,7 @@ from common.report.facts.memory_ops import by_depth
 from common.report.facts.numbers import (GPU_TIME_FIELDS, CpuNumbers, DeviceNumbers, EfficiencyNumbers, GpuNumbers,
                                          Numbers, TensorBoardNumbers, WindowNumbers)
 from common.report.facts.outside import LaunchedOutside, launched_outside
-from common.report.facts.overlap import exact_busy, hta_busy_span, hta_overlap_pct
+from common.report.facts.overlap import exact_busy, exact_span, hta_busy_span, hta_overlap_pct
 from common.report.facts.phases import phase_table
 from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
@@ -215,16 +215,22 @@ def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
         (dev.kind == KERNEL)
     compute = (dev.kind == KERNEL) & ~communication
     busy, span = hta_busy_span(m)  # HTA's events: launched in the trace, up to the last step's end
+    compute_busy = hta_busy_span(m, among=compute)[0]
+    exact, exact_whole = exact_busy(m), exact_span(m)
+    impossible = not (0 <= busy <= span and 0 <= compute_busy <= span)
+    if impossible:  # HTA's rounding counts a lone sub-µs event negative: the unrounded figures instead
+        busy, span, compute_busy = exact, exact_whole, exact_busy(m, among=compute)
     w0, w1 = m.window
     in_window = gpu_union.covered(w0, w1)
     return GpuNumbers(
         busy_us=busy, span_us=span, idle_us=span - busy,
         idle_pct=100.0 * (span - busy) / span if span > 0 else 0.0,
         busy_pct=100.0 * busy / span if span > 0 else 0.0,
-        compute_us=hta_busy_span(m, among=compute)[0],
+        compute_us=compute_busy,
         communication_us=Intervals(dev.ts[communication], dev.end[communication]).total,
         busy_in_window_us=in_window, busy_pct_of_window=100.0 * in_window / (w1 - w0) if w1 > w0 else 0.0,
-        comm_comp_overlap_pct=hta_overlap_pct(m), busy_exact_us=exact_busy(m), **counts)
+        comm_comp_overlap_pct=hta_overlap_pct(m), busy_exact_us=exact, span_exact_us=exact_whole,
+        hta_impossible=impossible, **counts)
 
 
 def cpu_numbers(m: Model) -> CpuNumbers:

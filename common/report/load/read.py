@@ -76,23 +76,41 @@ def _read_stdin(max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-def _gunzip(data: bytes, max_bytes: int, shown: str) -> bytes:
-    """Every gzip member of ``data``, decompressed no further than ``max_bytes`` (a gzip bomb stops there)."""
-    parts, total = [], 0
-    while data[:2] == b"\x1f\x8b":
-        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+GUNZIP_CHUNK = 16 << 20  # decompressed a piece this big at a time
+
+
+def _gunzip(data: bytes, max_bytes: int, shown: str) -> bytearray:
+    """Every gzip member of ``data``, decompressed a piece at a time into one growing buffer, and no further
+    than ``max_bytes`` (a gzip bomb stops there, having held at most the limit: never the limit twice). What
+    follows the last member (bytes that are not gzip) is ignored, as gzip(1) does with a warning."""
+    out = bytearray()
+    try:
+        while data[:2] == b"\x1f\x8b":
+            data = _gunzip_member(data, out, max_bytes, shown)
+    except MemoryError:
+        fail(f"{shown}: not enough memory to decompress it ({len(out):,} bytes so far); "
+             "lower --max-size, or decompress it with more memory")
+    return out
+
+
+def _gunzip_member(data, out: bytearray, max_bytes: int, shown: str):
+    """Append the first gzip member of ``data`` to ``out``; what follows it."""
+    member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = data
+    while True:
+        want = min(GUNZIP_CHUNK, max_bytes + 1 - len(out))
         try:
-            part = member.decompress(data, max_bytes + 1 - total)
+            piece = member.decompress(pending, want)
         except zlib.error as exc:
             fail(f"{shown}: not a valid gzip file, truncated or corrupt ({exc})")
-        total += len(part)
-        if total > max_bytes or member.unconsumed_tail:
+        out += piece
+        if len(out) > max_bytes:
             fail(f"{shown}: over {max_bytes:,} bytes of JSON once decompressed, the limit (raise it with --max-size)")
-        if not member.eof:
+        if member.eof:
+            return member.unused_data
+        pending = member.unconsumed_tail
+        if not pending and len(piece) < want:  # all the input read, no more output: it ends inside the stream
             fail(f"{shown}: not a valid gzip file, truncated or corrupt (it ends inside the compressed data)")
-        parts.append(part)
-        data = member.unused_data
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def start_of_json(data, path) -> int:

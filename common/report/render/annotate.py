@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import fail
@@ -56,8 +57,12 @@ def memory_counter_events(t: Tables) -> list[dict]:
 
 
 def _read_text(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    """The trace's JSON text as the report read it (:func:`common.report.load.read.read_bytes`: gzip by its
+    magic, what follows the last gzip member ignored, decompressed no further than the report's limit)."""
+    from common.report.load.read import read_bytes
+
+    data, _ = read_bytes(path)
+    return data if isinstance(data, (bytes, bytearray)) else bytes(data)
 
 
 def splice(original: bytes, events: list[dict]) -> bytes:
@@ -79,10 +84,33 @@ def splice(original: bytes, events: list[dict]) -> bytes:
     return spliced[:brace] + b'"' + FINDINGS_KEY.encode() + b'":' + head + b"," + spliced[brace:]
 
 
-def write_annotated(source: Path, t: Tables, findings: list[Finding], out: Path, *, flag: str | None = None) -> int:
-    """Write the annotated copy of ``source`` to ``out`` (gzipped when it ends in ``.gz``; whole or not at
-    all, :func:`common.output.writing`; ``flag`` names it in an error line); returns the number of
-    finding slices. Refuses to overwrite the source, an existing annotated copy is fine."""
+@dataclass(frozen=True)
+class AnnotatedCopy:
+    """The annotated copy, made but not yet written: its path, its JSON text, and how many finding slices
+    it holds."""
+
+    out: Path
+    data: bytes
+    slices: int
+    flag: str | None = None
+
+    def write(self) -> int:
+        """Write it, whole or not at all (:func:`common.output.writing`), gzipped when the name ends in
+        ``.gz``; returns the number of finding slices."""
+        with writing([self.out], flag=self.flag, what="the annotated trace") as (tmp,):
+            if str(self.out).endswith(".gz"):
+                with gzip.open(tmp, "wb", compresslevel=6) as f:
+                    f.write(self.data)
+            else:
+                tmp.write_bytes(self.data)
+        return self.slices
+
+
+def annotated_copy(source: Path, t: Tables, findings: list[Finding], out: Path, *,
+                   flag: str | None = None) -> AnnotatedCopy:
+    """The annotated copy of ``source`` for ``out`` (``flag`` names it in an error line), made in memory: every
+    check and the reading of the trace happen here, before anything is written. Refuses to overwrite the
+    source; an existing annotated copy is fine."""
     source, out = Path(source), Path(out)
     named = f"{flag} {out}" if flag else str(out)
     if not str(out).endswith((".json", ".json.gz")):
@@ -93,14 +121,13 @@ def write_annotated(source: Path, t: Tables, findings: list[Finding], out: Path,
     if FINDINGS_KEY.encode() in original[:200]:
         fail(f"{source}: already annotated by the report; annotate the original trace")
     events = findings_events(t, findings) + memory_counter_events(t)
-    data = splice(original, events)
-    with writing([out], flag=flag, what="the annotated trace") as (tmp,):
-        if str(out).endswith(".gz"):
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
-                f.write(data)
-        else:
-            tmp.write_bytes(data)
-    return sum(1 for e in events if e["ph"] == "X")
+    return AnnotatedCopy(out, splice(original, events), sum(1 for e in events if e["ph"] == "X"), flag)
+
+
+def write_annotated(source: Path, t: Tables, findings: list[Finding], out: Path, *, flag: str | None = None) -> int:
+    """Write the annotated copy of ``source`` to ``out`` (:func:`annotated_copy`, then written); returns the
+    number of finding slices."""
+    return annotated_copy(source, t, findings, out, flag=flag).write()
 
 
 def _default_name(source: Path) -> str:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import html
 import io
+import os
 import re
+import stat
+import sys
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 
@@ -33,7 +37,35 @@ class Plot:
     caption: str | None = None  # what the picture leaves out or sums up (steps drawn as buckets)
 
 
+def _writable_config_dir() -> None:
+    """Matplotlib keeps its settings and font cache in ``$XDG_CONFIG_HOME/matplotlib`` (``~/.config/matplotlib``;
+    ``~/.matplotlib`` on macOS); where that cannot be made or written (a read-only or missing HOME) it prints
+    two lines of warning on import. Point ``MPLCONFIGDIR`` at a folder of this user's under the system's
+    temporary folder instead (one per user, kept: the font cache is built once), and say nothing."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    default = os.path.join(os.path.expanduser("~"), ".matplotlib") if sys.platform == "darwin" else \
+        os.path.join(xdg, "matplotlib")
+    try:
+        os.makedirs(default, exist_ok=True)
+        if os.access(default, os.W_OK | os.X_OK):
+            return
+    except OSError:
+        pass
+    mine = os.path.join(tempfile.gettempdir(), f"common-report-matplotlib-{os.getuid()}")
+    try:
+        os.makedirs(mine, mode=0o700, exist_ok=True)
+        info = os.lstat(mine)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():  # someone else's, or a link: not ours
+            mine = tempfile.mkdtemp(prefix="common-report-matplotlib-")
+    except OSError:
+        mine = tempfile.mkdtemp(prefix="common-report-matplotlib-")
+    os.environ["MPLCONFIGDIR"] = mine
+
+
 def load_pyplot():
+    _writable_config_dir()
     import matplotlib
 
     matplotlib.use("Agg", force=True)

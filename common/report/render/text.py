@@ -59,11 +59,11 @@ ROUNDING_SHOWN_FROM = 0.1  # HTA's rounding to whole µs is worth a word when it
 def _unrounded(g) -> str:
     """Where HTA's rounding of each event to whole µs moves its busy time much (kernels of a few µs), the
     exact figure beside it."""
-    exact = g.busy_exact_us
-    if not exact or not g.span_us or abs(exact - g.busy_us) < ROUNDING_SHOWN_FROM * exact:
+    exact, span = g.busy_exact_us, g.span_exact_us
+    if g.hta_impossible or not exact or not span or abs(exact - g.busy_us) < ROUNDING_SHOWN_FROM * exact:
         return ""
     return (f" (HTA rounds each event inward to whole µs; unrounded: busy {fmt_us(exact)}, idle "
-            f"{100 * (g.span_us - exact) / g.span_us:.2f}%)")
+            f"{100 * (span - exact) / span:.2f}%)")
 
 
 def _kineto_zero(t: Tables) -> str:
@@ -81,8 +81,10 @@ def headline_lines(t: Tables) -> list[str]:
     g, c, d = t.numbers.gpu, t.numbers.cpu, t.numbers.device
     out = []
     if t.has_gpu:
+        whose = ("unrounded (HTA's rounding to whole µs counts its sub-µs events negative here)" if g.hta_impossible
+                 else "HTA (last step included)")
         out.append(f"GPU busy {g.busy_pct_of_window:.1f}% of the window ({fmt_us(g.busy_in_window_us)}); "
-                   f"HTA (last step included): busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, "
+                   f"{whose}: busy {fmt_us(g.busy_us)} of a {fmt_us(g.span_us)} GPU span, "
                    f"idle {g.idle_pct:.2f}%" + _unrounded(g))
     overlap = g.comm_comp_overlap_pct
     if overlap is not None:
