@@ -15,10 +15,12 @@ from common.errors import quit_on_interrupt
 if __name__ == "__main__":
     quit_on_interrupt()  # a Ctrl-C while torch imports: one line, "interrupted", exit 130
 
-from common.lesson import add_mlp_shape_flags, parser, positive_float, positive_int  # noqa: E402
+from common.lesson import add_mlp_shape_flags, parser, positive_float, positive_int, sized_for  # noqa: E402
 
 cli = parser(__file__, __doc__, warmup_default=True)
-add_mlp_shape_flags(cli, batch=8, per_rank=True)
+# On a CPU the post's sizes take seconds a step, and a 50 ms straggler would hide in the step-to-step noise:
+# a CPU run takes these sizes where none is given (a step of about a tenth of a second).
+add_mlp_shape_flags(cli, batch=8, per_rank=True, cpu=dict(batch=2, seq=64, dim=256, hidden=1024))
 cli.add_argument("--blocks", type=positive_int, default=4, help="MLP blocks in the model (default: 4)")
 cli.add_argument("--bucket-cap-mb", type=positive_float, default=None, metavar="MB",
                  help="DDP's gradient bucket size: how many all-reduces per step (default: DDP's, 25 MB "
@@ -74,6 +76,7 @@ def check_straggler(straggler, delay_ms, world_size):
 
 @ddp_main
 def main(args):
+    args = sized_for(args, on_cpu=args.device == "cpu" or not torch.cuda.is_available())
     delay_ms = args.delay_ms if args.delay_ms is not None else 50.0  # the straggler's delay per step
     tokens, dim, hidden, blocks = args.batch * args.seq, args.dim, args.hidden, args.blocks
     lesson = setup_ddp(

@@ -142,11 +142,27 @@ def parser(file: str, doc: str | None, *, warmup_default: bool) -> argparse.Argu
     return p
 
 
-def add_mlp_shape_flags(cli: argparse.ArgumentParser, *, batch: int = 64, per_rank: bool = False) -> None:
+def add_mlp_shape_flags(cli: argparse.ArgumentParser, *, batch: int = 64, per_rank: bool = False,
+                        cpu: dict | None = None) -> None:
     """--batch --seq --dim --hidden of the GeGLU MLP lessons (03, 03_kernels, 06), the post's defaults;
-    06 trains a batch of its own on each rank."""
-    cli.add_argument("--batch", type=positive_int, default=batch,
-                     help=f"sequences per batch{', on each rank' if per_rank else ''} (default: {batch})")
-    cli.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default: 128)")
-    cli.add_argument("--dim", type=positive_int, default=768, help="model width (default: 768)")
-    cli.add_argument("--hidden", type=positive_int, default=3072, help="MLP width (default: 3072)")
+    06 trains a batch of its own on each rank. ``cpu``: the sizes a CPU run takes instead where none is
+    given ({"batch": 2, ...}; :func:`sized_for`): the post's take seconds a step there."""
+    cpu = cpu or {}
+
+    def default(name: str, post: int) -> dict:
+        on_cpu = f"; on the CPU {cpu[name]}" if name in cpu else ""
+        return dict(default=None if name in cpu else post, help_default=f"(default: {post}{on_cpu})")
+
+    for name, post, what in (("batch", batch, f"sequences per batch{', on each rank' if per_rank else ''}"),
+                             ("seq", 128, "tokens per sequence"), ("dim", 768, "model width"),
+                             ("hidden", 3072, "MLP width")):
+        d = default(name, post)
+        cli.add_argument(f"--{name}", type=positive_int, default=d["default"], help=f"{what} {d['help_default']}")
+    cli.set_defaults(_post_sizes=dict(batch=batch, seq=128, dim=768, hidden=3072), _cpu_sizes=cpu)
+
+
+def sized_for(args: argparse.Namespace, on_cpu: bool) -> argparse.Namespace:
+    """The arguments with each MLP size not given filled in: the CPU's (``add_mlp_shape_flags(cpu=...)``)
+    on a CPU run, else the post's. A new namespace: ``args`` is not changed."""
+    sizes = {**args._post_sizes, **(args._cpu_sizes if on_cpu else {})}
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in sizes.items() if getattr(args, k) is None}})

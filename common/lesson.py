@@ -35,7 +35,7 @@ from common.checks import positive_float, positive_int  # noqa: F401 - the lesso
 from common.commands import display_path, uv_run
 from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits, gpu_dtype, resolve_device
 from common.errors import fail, run_command
-from common.flags import WARMUP_CALLS, Schedule, add_mlp_shape_flags, parser  # noqa: F401 - the lessons use them
+from common.flags import WARMUP_CALLS, Schedule, add_mlp_shape_flags, parser, sized_for  # noqa: F401 - the lessons use them
 from common.knobs import METADATA_KEY, RunKnobs
 from common.work import call_flops, count, describe_work
 from common.paths import Variant, annotated_file, html_file, make_tag, mode_label, table_file, trace_file

@@ -21,6 +21,8 @@ from test_pictures import verdicts_under
 
 TINY = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256", "--blocks", "2"]
 TAG = f"2x16x64x256x2_{CPU_DTYPE}_warm_eager"
+# the straggler job is the README's command as given: the CPU's own sizes (06_ddp.py: a step of about 0.1 s)
+CPU_TAG = f"2x64x256x1024x4_{CPU_DTYPE}_warm_eager"
 WEIGHT_BYTES = 64 * 256 * CPU_DTYPE_BYTES  # one [256, 64] projection: 32 KiB in bf16
 WEIGHTS = 2 * 3  # two blocks of gate, up, down
 BUCKET_MB = 0.04  # 41,943 bytes: a bucket closes once it holds 2 weights (DDP closes it at the cap)
@@ -42,7 +44,7 @@ def jobs(tmp_path_factory):
     base = tmp_path_factory.mktemp("ddp")
     plan = {
         "buckets": (*TINY, "--bucket-cap-mb", str(BUCKET_MB), "--record-shapes", "--no-report"),
-        "straggler": (*TINY, "--straggler", "1", "--delay-ms", str(DELAY_MS), "--html", "--annotate"),
+        "straggler": ("--straggler", "1", "--delay-ms", f"{DELAY_MS:g}", "--html", "--annotate"),
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {key: pool.submit(torchrun, *args, trace_dir=base / key) for key, args in plan.items()}
@@ -53,7 +55,12 @@ def jobs(tmp_path_factory):
 
 
 def rank_files(run: Run, variants: str) -> dict[int, Path]:
-    return {k: run.path(f"{TAG}_{variants}_rank{k}.json") for k in (0, 1)}
+    return {k: run.path(f"{tag_of(variants)}_{variants}_rank{k}.json") for k in (0, 1)}
+
+
+def tag_of(variants: str) -> str:
+    """The run's tag: the straggler job runs at the CPU's own sizes, the others at TINY's."""
+    return CPU_TAG if variants.startswith("straggler") else TAG
 
 
 def job_json(*paths) -> dict:
@@ -69,11 +76,11 @@ def job_json(*paths) -> dict:
 def test_one_trace_and_table_per_rank(jobs, key, variants):
     run = jobs[key]
     extras = (".html", ".annotated.json") if key == "straggler" else ()  # --html --annotate: one of each per rank
-    names = [f"{TAG}_{variants}_rank{k}{suffix}" for k in (0, 1) for suffix in (".json", ".txt", *extras)]
+    names = [f"{tag_of(variants)}_{variants}_rank{k}{suffix}" for k in (0, 1) for suffix in (".json", ".txt", *extras)]
     assert run.files() == sorted(names)  # nothing else: no temporary file left behind
     assert run.stdout.count("device  CPU") == 1  # one console: rank 0's
     for k in (0, 1):
-        assert f"{TAG}_{variants}_rank{k}.json" in run.stdout.replace("\n", "")
+        assert f"{tag_of(variants)}_{variants}_rank{k}.json" in run.stdout.replace("\n", "")
 
 
 def test_each_trace_is_its_rank_of_one_job(jobs):
@@ -106,10 +113,12 @@ def test_annotations_and_allreduce_in_every_step(jobs, key, variants):
 
 
 def test_bucket_count_follows_bucket_cap(jobs):
-    """DDP's default buckets hold all 6 small weights (1 all-reduce per step); a 0.04 MB cap closes a
-    bucket every 2 weights (3 per step), each all-reduce carrying its bucket's bytes."""
+    """A 0.04 MB cap closes a bucket every 2 weights (3 per step), each all-reduce carrying its bucket's
+    bytes; DDP's default buckets, a small first one then 25 MiB, make 2 per step of the straggler job."""
     per_bucket = -(-int(BUCKET_MB * 2**20) // WEIGHT_BYTES)  # weights until the bucket reaches the cap
-    expected = {"buckets": WEIGHTS // per_bucket, "straggler": 1}
+    # the straggler job's 12 weights of [1024, 256] (4 blocks, the CPU's sizes): DDP's first bucket closes at
+    # 1 MiB (its default first bucket), the rest fit its 25 MiB: 2 all-reduces per step
+    expected = {"buckets": WEIGHTS // per_bucket, "straggler": 2}
     for key, variants in (("buckets", "shapes_bucket-0.04"), ("straggler", "straggler-1-50")):
         for k, path in rank_files(jobs[key], variants).items():
             trace = Trace(path)
@@ -178,7 +187,7 @@ def test_each_rank_page_shows_the_jobs_straggler_under_its_steps(jobs):
     line = _straggler_line(report(jobs["straggler"].trace_dir, "--short").stdout)
     assert line.startswith(("straggler: rank 1: the other ranks wait", "straggler: cannot tell: "))
     for k in (0, 1):
-        page = jobs["straggler"].path(f"{TAG}_straggler-1-50_rank{k}.html").read_text()
+        page = jobs["straggler"].path(f"{CPU_TAG}_straggler-1-50_rank{k}.html").read_text()
         assert verdicts_under(page, "breakdown")["straggler"] == line
 
 
