@@ -207,7 +207,7 @@ def test_flash_runs_as_guessed(attention_runs, key):
     assert fused["ops"] == {"aten::_scaled_dot_product_flash_attention_for_cpu": 3} and fused["transposes"] >= 12
     # the post's four transposes come before the compute (the fused op's own time); the others after it, on
     # the output: issue 37 (the finding said "after 6 aten::transpose per call")
-    assert fused["transposes_before"] == 12 and fused["transposes_after"] == fused["transposes"] - 12
+    assert (fused["transposes_before_per_call"], fused["transposes_after_per_call"]) == (4, 2)
     assert "after 4 aten::transpose per call and 2 after its compute" in found["fused_attention"]["message"]
     assert not {"fp32_upcast", "causal_mask_rebuilt", "safe_softmax", "out_of_place_copy"} & set(found)
 

@@ -176,10 +176,10 @@ def test_transposes_before_and_after_the_kernel_s_op():
     output after it (3 + 1 per call, not "4 before" as the A100 post's torch did); cuDNN none."""
     for run in ("sdpa_flash", "sdpa_efficient"):
         f = finding(run, "fused_attention")
-        assert (f.evidence["transposes_before"], f.evidence["transposes_after"]) == (9, 3)
+        assert (f.evidence["transposes_before_per_call"], f.evidence["transposes_after_per_call"]) == (3, 1)
         assert "after 3 aten::transpose per call and 1 after its compute, on the output" in f.message
     f = finding("sdpa_cudnn", "fused_attention")
-    assert f.evidence["transposes_before"] == f.evidence["transposes_after"] == 0
+    assert f.evidence["transposes_before_per_call"] == f.evidence["transposes_after_per_call"] == 0
 
 
 @pytest.mark.parametrize("run, op, said", [

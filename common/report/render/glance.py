@@ -13,7 +13,9 @@ compiled):
   :mod:`.calls`; on a GPU the kernels launched);
 - the time per call: on a trace with device work, the device time of the work a call launched (by
   correlation id; median call and range), with the call's CPU (wall) time beside it; on a CPU trace
-  the wall time. A range wider than 2x its low end is flagged noisy;
+  the wall time. The CPU times are the calls in the steps ``--compare`` judges (the profiler's first
+  left out in a run of 3 or more: one median for both, said once). A range wider than 2x its low end
+  is flagged noisy;
 - against the variant before it, when it ran the same workload (shape, dtype, device): the device
   work gone, new or changed, and the time per step judged as ``--compare`` judges it, with the same
   control (:mod:`common.report.compare.variants` judges it; this module shows it);
@@ -27,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from common.report.compare.rows import judged_steps
 from common.report.facts import knob_work
 from common.report.model.names import short_name
 from common.report.facts.steadiness import Spread
@@ -89,6 +92,15 @@ def _per_call(t: Tables):
     return next((p for p in t.phases if p.name == wanted), None)
 
 
+def _in_judged_steps(t: Tables, spans: tuple) -> tuple:
+    """The calls that start in a step --compare judges (every step but the profiler's first, in a run of 3
+    or more): one median definition for the glance and the compare. All of them in a trace without steps."""
+    steps = [t.model.steps[i] for i in judged_steps(t).tolist() if i < len(t.model.steps)]
+    if t.model.window_source != "ProfilerStep" or not steps:
+        return spans
+    return tuple(s for s in spans if any(st.start <= s.start_us < st.end for st in steps)) or spans
+
+
 def lesson_of(findings: list) -> str:
     """The first finding that teaches the variant: a note (its point does not apply to this run) and a
     guess that matched (nothing to learn from the mismatch) are passed over."""
@@ -105,7 +117,7 @@ def glance_row(t: Tables, findings: list, path: str, versus: Optional[dict] = No
     phase = _per_call(t)
     cpu_median = None
     if phase is not None:
-        spans = t.per_phase.spans.get(phase.name, ())
+        spans = _in_judged_steps(t, t.per_phase.spans.get(phase.name, ()))
         cpu = Spread(tuple(s.dur_us for s in spans))
         work = (phase.kernels_per_call if t.has_gpu else
                 t.guess.work.mean_items if t.guess is not None and t.guess.work.annotation == phase.name else None)
@@ -116,7 +128,7 @@ def glance_row(t: Tables, findings: list, path: str, versus: Optional[dict] = No
         else:
             times, time = cpu, "cpu"
     else:
-        times = Spread(tuple(r.wall_us for r in t.step_rows))
+        times = Spread(tuple(t.step_rows[i].wall_us for i in judged_steps(t).tolist()))
         per, calls, ops, work, time = "step", len(t.step_rows), None, None, "cpu"
     return GlanceRow(path, variant_of(t), per, calls, ops, work, "kernels" if t.has_gpu else "compute ops",
                      times.median, times.low, times.high, times.noisy, lesson_of(findings), time, cpu_median, versus)
@@ -143,6 +155,9 @@ def render_glance(rows: list[GlanceRow], console, skipped: Optional[list] = None
     from rich.markup import escape
     from rich.padding import Padding
 
+    if rows:
+        console.print("[dim]per call and per step: medians over the steps --compare judges (the profiler's first "
+                      "step left out in a run of 3 steps or more)[/]")
     for r in rows:
         figures = [f"{r.ops_per_call:.3g} ops" if r.ops_per_call is not None else None,
                    (f"{r.work_per_call:.3g} {r.work_unit[:-1] if r.work_per_call == 1 else r.work_unit}"

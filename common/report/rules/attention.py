@@ -3,6 +3,8 @@ mask rebuilt on every call, the guarded softmax), and a fused backend's one op o
 
 from __future__ import annotations
 
+from collections import Counter
+
 from common.report.facts import knob_work
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
@@ -138,36 +140,36 @@ def fused_attention(t: Tables):
     launch = ", ".join(f"{name} x{c}" for name, c in s.launches.items()) if kernels else ""
     transposes = s.ops.get("aten::transpose", 0)
     ahead, behind = _before_and_after(s, op, "aten::transpose")
-    before = (f"after {_each(ahead, s.calls)} aten::transpose per call" if ahead
+    before = (f"after {ahead} aten::transpose per call" if ahead
               else "with no transpose before it (it reads [batch, heads, seq, head_dim] as is)")
     if behind:
-        before += f" and {_each(behind, s.calls)} after its compute, on the output"
+        before += f" and {behind} after its compute, on the output"
     msg = f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), {before}"
     if kernels:
         msg += (f"; {len(kernels)} attention kernel{'s' if len(kernels) > 1 else ''}: "
                 + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
     return Finding("fused_attention", msg, "", dict(calls=s.calls, ops=fused, transposes=transposes,
-                                                   transposes_before=ahead, transposes_after=behind,
+                                                   transposes_before_per_call=ahead, transposes_after_per_call=behind,
                                                    kernels=kernels, decoded=decoded, launches=s.launches),
                    spans=_spans_of(t, s.op_spans, fused) + _spans_of(t, s.device_spans, kernels))
 
 
 def _before_and_after(s, op: str, name: str) -> tuple[int, int]:
-    """How many ``name`` ops (nested in the calls) start before the fused ``op``'s compute, and how many
-    after it. The compute is the longest stretch inside the fused op: its longest nested op (on a GPU,
+    """How many ``name`` ops (nested in a call) start before the fused ``op``'s compute, and how many after
+    it, in the typical call (the split most calls show: a busy machine's pause can outlast a small compute
+    in one call). The compute is the longest stretch inside the fused op: its longest nested op (on a GPU,
     the op that launches the kernel) or its longest stretch of own time with no op in it (on the CPU,
     where the op computes in its own time)."""
     nested = [span for spans in s.op_spans.values() for span in spans]
-    before = after = 0
+    splits = []
     for fused in s.op_spans.get(op, ()):
         end = fused.start_us + fused.dur_us
         inside = sorted((n.start_us, n.start_us + n.dur_us) for n in nested
                         if fused.start_us <= n.start_us < end and n is not fused)
         at = _compute_at(fused.start_us, end, inside)
         mine = [n.start_us for n in s.op_spans.get(name, ()) if fused.start_us <= n.start_us < end]
-        before += sum(ts < at for ts in mine)
-        after += sum(ts >= at for ts in mine)
-    return before, after
+        splits.append((sum(ts < at for ts in mine), sum(ts >= at for ts in mine)))
+    return Counter(splits).most_common(1)[0][0] if splits else (0, 0)
 
 
 def _compute_at(start: float, end: float, inside: list) -> float:
