@@ -26,7 +26,7 @@ def matmul_add_trace(tmp_path, name, *, step_us, mm_us, add_us=4.0, warmup=None,
                event("matmul_add", t + 1, wall - 2, "user_annotation"),
                event("aten::matmul", t + 1 + gap, mm + 1.0), event("aten::mm", t + 1.5 + gap, mm),
                event("aten::resolve_conj", t + 1.6 + gap, 0.1),
-               event("aten::add", t + 3 + gap + mm, add_us)]
+               event("aten::add", t + 3 + gap + mm, add_us[i] if isinstance(add_us, list) else add_us)]
     doc = {"traceEvents": ev}
     if warmup is not None:
         doc["lesson"] = {"script": "01_matmul_add", "tag": "64_bf16_x_eager", "shape": [64], "dtype": "bf16",
@@ -252,3 +252,15 @@ def test_an_add_is_paired_with_the_matmul_only_when_it_comes_next(tmp_path):
     p.write_text(json.dumps({"traceEvents": ev}))
     f = rules(p)["addmm_vs_mm_add"]
     assert f.evidence["mm_add_pairs"] == 3 and "followed by aten::add 3x" in f.message, f.message
+
+
+def test_the_op_time_spread_is_of_the_typical_step_s_heaviest_op(tmp_path):
+    """Issue 37: the README promises aten::mm's time per step over --schedule 0,0,20; one 12 ms spike of
+    aten::add made add the heaviest by total, and the finding showed add. The op is the one with the largest
+    median own time per step; the spike is a step of its own."""
+    adds = [3.0] * 20
+    adds[1] = 12_000.0
+    walls = [10.0 + a + 12 for a in adds]
+    path = matmul_add_trace(tmp_path, "spike.json", step_us=walls, mm_us=[10.0] * 20, add_us=adds, first=0)
+    ev = rules(path)["op_time_spread"].evidence
+    assert ev["op"] == "aten::mm" and ev["per_step_us"] == [9.9] * 20  # its own time: less resolve_conj's 0.1

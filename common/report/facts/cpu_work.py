@@ -68,14 +68,16 @@ class CpuWork:
     steps: tuple[StepWork, ...]
     compute_ops: tuple[OpTime, ...]  # heaviest first
     dispatch: tuple[OpTime, ...]  # the other events' self time by name, heaviest first (ProfilerStep#N as one)
-    heaviest_per_step: tuple[StepWork, ...] = ()  # the heaviest compute op's own time and calls in each step
+    heaviest_per_step: tuple[StepWork, ...] = ()  # the typical step's heaviest compute op's own time and calls in each step
     by_step: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (name, its self time in each step): every event
     dispatch_by_step: tuple[tuple[str, tuple[float, ...]], ...] = ()  # the same, of the dispatch events only
+    heaviest_op: str = ""  # whose time heaviest_per_step holds: the largest median own time per step
 
     def without_first(self) -> "CpuWork":
         """The same split over the steps after the first (a cold start or the profiler's first recorded step)."""
         return CpuWork(self.steps[1:], self.compute_ops, self.dispatch, self.heaviest_per_step[1:],
-                       tuple((n, us[1:]) for n, us in self.by_step), tuple((n, us[1:]) for n, us in self.dispatch_by_step))
+                       tuple((n, us[1:]) for n, us in self.by_step), tuple((n, us[1:]) for n, us in self.dispatch_by_step),
+                       self.heaviest_op)
 
     def median_per_step(self, name: str) -> float:
         """``name``'s self time in a typical step: its median over the steps (0 where it never ran)."""
@@ -172,10 +174,14 @@ def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.
     steps = tuple(StepWork(float(w), float(c), int(k), *g)
                   for w, c, k, g in zip(step_walls, per_step_us, per_step_calls, gaps))
     ops = _by_name(sel, name, names, self_us)
+    # the op of the typical step: the largest median own time per step (a spike in one step of a light op,
+    # a 12 ms aten::add, does not make it the heaviest)
+    heaviest = max(_self_by_step(sel, name, names, self_us, step, nsteps), key=lambda n_us: float(np.median(n_us[1])),
+                   default=("", ()))[0]
     return CpuWork(steps, ops, _by_name(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, merge_steps=True),
-                   _one_op_per_step(sel, name, names, self_us, step, step_walls, ops[0].name) if ops else (),
+                   _one_op_per_step(sel, name, names, self_us, step, step_walls, heaviest) if heaviest else (),
                    _self_by_step(np.flatnonzero(step >= 0), name, names, self_us, step, nsteps),
-                   _self_by_step(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, step, nsteps))
+                   _self_by_step(np.flatnonzero(~compute & (step >= 0)), name, names, self_us, step, nsteps), heaviest)
 
 
 def _no_op(sel: np.ndarray, ts: np.ndarray, dur: np.ndarray, step: np.ndarray, starts: list, walls: list,

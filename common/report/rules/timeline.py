@@ -236,7 +236,7 @@ MEAN_MISLEADS = 1.2  # the mean over the median beyond this: a few slow steps ca
 
 def op_time_spread(t: Tables):
     """P1.14 on the CPU: the heaviest compute op's own time in each step of a long window (the posts'
-    active=20). The same op times differently from step to step (the first call's setup, caches, the
+    active=20): the op with the largest median own time per step, so a spike in a light op does not pick it. The same op times differently from step to step (the first call's setup, caches, the
     machine's other work); when a few slow steps pull the mean above the median, the profiler
     table's averages (means over every call) mislead and the median holds. Where the mean and the
     median agree, this run's steps agree: the finding says that instead."""
@@ -247,7 +247,7 @@ def op_time_spread(t: Tables):
     calls = {s.compute_calls for s in per}
     if len(calls) != 1 or not min(calls):
         return None  # not the same calls in every step: their times do not compare
-    op, us = work.compute_ops[0].name, [s.compute_us for s in per]
+    op, us = work.heaviest_op, [s.compute_us for s in per]
     mean, median = statistics.fmean(us), statistics.median(us)
     if median <= 0:
         return None
