@@ -65,7 +65,7 @@ def main(args):
     #    one-time costs land in the first `wait` step, unrecorded; the first recorded step is wider anyway
     #    (the profiler records each event for the first time there), warmed up or not.
     s = args.schedule
-    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
+    with lesson.profiling():  # a status line: which step runs, about how long is left
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU, plus CUDA on a GPU
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),

@@ -86,7 +86,7 @@ def main(args):
 
     # 4. Profile with a wait/warmup/active schedule, one prof.step() per forward.
     s = args.schedule
-    with lesson.compile_spinner():  # a spinner while the first step compiles (--compile --no-warmup)
+    with lesson.profiling():  # a status line: which step runs, about how long is left
         with torch.profiler.profile(
             activities=lesson.activities,  # CPU and CUDA
             schedule=torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),

@@ -38,6 +38,7 @@ from common.errors import fail, run_command
 from common.flags import WARMUP_CALLS, Schedule, add_mlp_shape_flags, parser, sized_for  # noqa: F401 - the lessons use them
 from common.knobs import METADATA_KEY, RunKnobs
 from common.work import call_flops, count, describe_work
+from common.progress import Progress
 from common.paths import Variant, annotated_file, html_file, make_tag, mode_label, table_file, trace_file
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
@@ -65,6 +66,7 @@ class Lesson:
     trace_path: Path
     console: Console
     knobs: RunKnobs
+    progress: Progress  # the status line over the warm-up and the profiled steps
 
     def warm_up(self, step: Callable[[], object], compiling: str = "compiling") -> None:
         """With --warmup: ``step()`` :data:`~common.flags.WARMUP_CALLS` times, un-profiled, then a device
@@ -72,10 +74,11 @@ class Lesson:
         here. The count is the knobs' ``warmup_calls``, the number the trace's metadata says."""
         if not self.args.warmup:
             return
-        with self.busy(f"warming up ({compiling})" if self.args.compile else "warming up"):
+        with self.progress.warming(self.knobs.warmup_calls, compiling if self.args.compile else "") as called:
             for _ in range(self.knobs.warmup_calls):
                 step()
-            self.sync()
+                self.sync()
+                called()
 
     def counted(self, step: Callable[[], object], *, stand_in: str | None = None) -> "Lesson":
         """Guess, then look: the lesson with what one call of ``step()`` runs in its knobs (``work``: each
@@ -94,10 +97,12 @@ class Lesson:
         """Write the run's knobs into the trace's metadata (top-level ``"lesson"``), so the report knows
         what this run already did. Call it once, right after the profiler starts: the profiler keeps
         metadata only while it records, so torch adds it at the start of every recorded cycle
-        (``preset_metadata_json``), and here at once when the schedule records from its first step."""
+        (``preset_metadata_json``), and here at once when the schedule records from its first step. It also
+        has ``prof.step`` counted, for the status line :meth:`profiling` draws."""
         import torch
 
         value = self.knobs.to_json()
+        prof.step = self.progress.watch(prof.step)  # each step the lesson ends moves the status line on
         prof.preset_metadata_json(METADATA_KEY, value)
         recording = (torch.profiler.ProfilerAction.RECORD, torch.profiler.ProfilerAction.RECORD_AND_SAVE)
         if prof.current_action in recording:  # wait=0, warmup=0: this cycle started before the preset
@@ -120,9 +125,10 @@ class Lesson:
     def sort_by(self) -> str:
         return "cuda_time_total" if self.on_cuda else "cpu_time_total"
 
-    def compile_spinner(self) -> contextlib.AbstractContextManager:
-        """A spinner over the profiling when its first step compiles (--compile without --warmup)."""
-        return self.busy("profiling (compiling in the first step)", when=self.args.compile and not self.args.warmup)
+    def profiling(self) -> contextlib.AbstractContextManager:
+        """A status line over the profiled steps: which step, how long one took, about how long is left
+        (the steps counted by :meth:`label`'s watch on ``prof.step``; :mod:`common.progress`)."""
+        return self.progress.profiling(compiling=self.args.compile and not self.args.warmup)
 
     def sync(self) -> None:
         """Wait for the device to finish queued work (a no-op on the CPU)."""
@@ -288,7 +294,7 @@ def setup(
         cpu=cpu.to_knobs(cpu_choice) if cpu_choice else None,
     )
     lesson = Lesson(args, device, dtype, tag, table_file(trace_dir, tag), trace_file(trace_dir, tag, args.gzip),
-                    console, knobs)
+                    console, knobs, Progress(console, args.schedule.steps))
     output.check_targets([(None, path) for path in lesson.outputs])  # each a regular file or new, no two alike
     _quiet_what_the_lesson_explains(args)
     _describe(lesson, cpu_choice)
