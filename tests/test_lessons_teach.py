@@ -326,3 +326,19 @@ def test_hints_fit_the_run(runs):
     for key in ("02_eager", "02_compile", "03_eager", "03_compile"):
         for finding in findings(trace(runs[key])).values():
             assert "Part 1's size" not in finding["message"], (key, finding["rule"])
+
+
+@pytest.mark.parametrize("key", ["01_default", "03_eager", "02_compile"])
+def test_the_short_report_is_one_screen_and_says_each_caveat_once(runs, key):
+    """Issue 37: the report a lesson prints at its end holds the header, the guess and 5 findings at most (the
+    warnings and the variant's lesson first); the rest are named for the full report. What the header says
+    (a CPU-only trace has no device lane) and the CPU roofline's missing peak (the full report's table says
+    it) are not repeated in every CPU run."""
+    out = runs[key].stdout
+    short = out[out.index("trace report "):]
+    bullets = [line for line in short.splitlines() if line.lstrip().startswith("•")]
+    assert 1 <= len(bullets) <= 5, short
+    assert "no_device_lane" not in short and "peak unknown" not in short
+    full = report_json(trace(runs[key]))["findings"]
+    if len(full) > len(bullets) + 1:  # no_device_lane aside
+        assert "more in the full report:" in short

@@ -329,8 +329,24 @@ def _print_roofline(t: Tables, console) -> None:
         console.print(table)
 
 
+SHORT_MOST = 5  # the short report's findings: one screen with the header and the guess
+SAID_BY_THE_HEADER = ("no_device_lane",)  # the header's "device: none (no device lane ...)" says it already
+
+
+def short_findings(t: Tables, findings: list[Finding]) -> list[Finding]:
+    """The findings the short report shows: the warnings first, then the ones that say what a variant teaches
+    (the glance's order), then the others in the report's order, at most SHORT_MOST; none the header already
+    says (a CPU-only trace's missing device lane)."""
+    from common.report.render.glance import LESSON_RULES
+
+    said = set(SAID_BY_THE_HEADER) if not t.has_gpu else set()
+    kept = [f for f in findings if f.rule not in said]
+    teaching = {rule: i for i, rule in enumerate(LESSON_RULES)}
+    return sorted(kept, key=lambda f: (f.level != "warn", teaching.get(f.rule, len(teaching))))[:SHORT_MOST]
+
+
 def render_short(t: Tables, findings: list[Finding], console) -> None:
-    """Compact: header, headline numbers, one line per finding (about 10-20 lines)."""
+    """Compact, one screen: header, headline numbers, the guess, the first findings (the warnings first)."""
     from rich.markup import escape
     console.print(f"[bold]trace report[/] {escape(display_path(t.model.path))}")
     console.print(_indented([escape(x) for x in header_facts(t)[1:] + headline_lines(t)]))
@@ -344,10 +360,13 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
         console.print(guessed)
     if short_line(t):
         console.print("  " + escape(short_line(t)))
-    shown = [f for f in findings if f.rule not in ("gemm_kernels",)] if len(findings) > 12 else findings
-    # the evidence, without the hints: the full report has those
-    console.print(_bullets([_finding_line(f, hint=False) for f in shown[:14]]))
-    if shown:
+    shown = short_findings(t, findings)
+    # the evidence, without the hints: the full report has those, and the findings left out here
+    console.print(_bullets([_finding_line(f, hint=False) for f in shown]))
+    rest = [f.rule for f in findings if f not in shown and f.rule not in SAID_BY_THE_HEADER]
+    if rest:
+        console.print(f"  [dim]{len(rest)} more in the full report: {escape(', '.join(rest))}[/]")
+    if findings:
         console.print("  [dim]full report with what to try:[/]")
         console.print(f"  [cyan]{escape(uv_run('-m', 'common.report', Path(t.model.path)))}[/]", soft_wrap=True)
 

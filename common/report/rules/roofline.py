@@ -115,7 +115,9 @@ def roofline(t: Tables):
                        "share of peak: cannot tell", "check the trace's Input Dims (record_shapes) and kernel times",
                        ev, level="warn")
     if top.pct_of_peak is None:
-        why = r.note if r.peak is None else top.peak_unit
+        # on the CPU the roofline table's caption says why, once: the finding names it only
+        why = ("the CPU has no peak to set it against" if r.timed_on == "cpu" else
+               r.note if r.peak is None else top.peak_unit)
         on = "its own CPU time" if r.timed_on == "cpu" else "its kernels' time"
         return Finding("roofline", f"{what} ran at {fmt_tflops(row.tflops)} {TIMED.get((r.timed_on, row.op), 'over ' + on)} "
                        f"({calls}{intensity}){steps}; share of peak: cannot tell ({why}){_by_intensity(r)}",
