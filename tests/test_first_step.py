@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import pytest
 
@@ -202,7 +203,8 @@ def test_a_long_stretch_with_no_op_is_not_called_dispatch(cpu_runs, tmp_path):
         path = stretched(path, tmp_path / f"gap{i}.json", "matmul_add", step, 5000)
     rules = {f.rule: f for f in analyze(path)[1]}
     regime = rules["overhead_bound"]
-    assert "mostly not dispatch: no op runs for 5.0" in regime.message, regime.message
+    no_op_ms = float(re.search(r"mostly not dispatch: no op runs for ([\d.]+) ms", regime.message).group(1))
+    assert 5.0 <= no_op_ms < 6.0, regime.message  # the 5 ms added, and the run's own (a busy machine's) pauses
     assert "--profile-memory shows the frees" in regime.message
     plain = {f.rule: f for f in analyze(cpu_runs["warm"])[1]}
     assert "mostly not dispatch" not in " ".join(f.message for f in plain.values())

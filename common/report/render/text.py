@@ -331,18 +331,18 @@ def _print_roofline(t: Tables, console) -> None:
 
 SHORT_MOST = 5  # the short report's findings: one screen with the header and the guess
 SAID_BY_THE_HEADER = ("no_device_lane",)  # the header's "device: none (no device lane ...)" says it already
+# what nearly every run shows, whatever its lesson: after the findings that say what this run teaches
+EVERY_RUN = frozenset({"hotspot_op", "hotspot_kernel", "children_heavy", "metadata_only_ops", "matmul_dispatch",
+                       "occupancy_query", "gemm_kernels"})
 
 
 def short_findings(t: Tables, findings: list[Finding]) -> list[Finding]:
-    """The findings the short report shows: the warnings first, then the ones that say what a variant teaches
-    (the glance's order), then the others in the report's order, at most SHORT_MOST; none the header already
-    says (a CPU-only trace's missing device lane)."""
-    from common.report.render.glance import LESSON_RULES
-
+    """The findings the short report shows: the warnings first, then in the report's order those that say
+    what this run teaches, then what nearly every run shows (EVERY_RUN), at most SHORT_MOST; none the header
+    already says (a CPU-only trace's missing device lane)."""
     said = set(SAID_BY_THE_HEADER) if not t.has_gpu else set()
     kept = [f for f in findings if f.rule not in said]
-    teaching = {rule: i for i, rule in enumerate(LESSON_RULES)}
-    return sorted(kept, key=lambda f: (f.level != "warn", teaching.get(f.rule, len(teaching))))[:SHORT_MOST]
+    return sorted(kept, key=lambda f: (f.level != "warn", f.rule in EVERY_RUN))[:SHORT_MOST]
 
 
 def render_short(t: Tables, findings: list[Finding], console) -> None:
