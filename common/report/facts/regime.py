@@ -32,7 +32,6 @@ from common.report.facts.roofline import Judged, Roofline
 DEVICE_BOUND_FROM = 0.8  # device time per step / host wall per step, medians: at or above, device-bound
 OVERHEAD_BELOW = 0.5  # under this, the GPU idles most of each step: overhead-bound
 MOST = 0.5  # a class holding more than this share of the device time decides what bounds the kernels
-NEAR_ROOF_PCT = 50.0  # matrix work under this share of its roof is held by neither roof (the kernel itself)
 MATRIX_CATEGORIES = ("gemm", "attention", "cudnn")
 MEMORY_CATEGORIES = ("aten", "normalization", "triton_pointwise", "triton_reduction", "triton_persistent")
 _MEMORY_NAME = re.compile(r"softmax|layer_?norm|rms_?norm|group_?norm|batch_?norm|elementwise|reduce|"
@@ -123,19 +122,25 @@ def _matrix_row(roofline: Optional[Roofline]) -> Optional[Judged]:
 
 
 def matrix_bound(matrix: Optional[Judged]) -> tuple[Optional[str], str]:
-    """The roof that holds the matrix work: its row's bound where it reaches :data:`NEAR_ROOF_PCT` of
+    """The roof that holds the matrix work: its row's bound where it reaches ``.roofline.NEAR_ROOF_PCT`` of
     its roof; else None, and why."""
     if matrix is None:
         return None, "no GEMM or attention op was counted"
-    if matrix.bound is None:
+    if matrix.roof_tflops is None:
         return None, "its bytes (or the device's bandwidth) are unknown, so its intensity cannot be set " \
                      "against the ridge point"
-    if matrix.pct_of_roof is not None and matrix.pct_of_roof < NEAR_ROOF_PCT:
-        return None, (f"it reaches {matrix.pct_of_roof:.0f}% of the roof at its intensity "
-                      f"({matrix.row.intensity:,.0f} FLOP/byte, ridge {matrix.ridge:,.0f}): neither memory "
-                      "bandwidth nor compute is near saturated; the kernel's own limits (occupancy, "
-                      "scheduling, launch size) hold it")
+    if matrix.bound is None:
+        return None, neither_roof_text(matrix)
     return matrix.bound, ""
+
+
+def neither_roof_text(j: Judged, peak_said: bool = False) -> str:
+    """Why a row is bound by neither roof, in the same words wherever it is said (the roofline finding and
+    device_bound): its share of each (``peak_said``: its share of the compute peak is said just before)."""
+    compute = "" if peak_said else f"it reaches {j.pct_of_peak:.1f}% of the {j.peak_unit} compute peak and "
+    return (f"{compute}moves its operation's bytes at {j.pct_of_bandwidth:.1f}% of the bandwidth "
+            f"({j.row.intensity:,.0f} FLOP/byte, ridge {j.ridge:,.0f}): neither roof is near; the kernels' own "
+            "limits (occupancy, scheduling, launch size) hold them, or they move more than the operation needs")
 
 
 def _bound(matrix_us: float, memory_us: float, other_us: float, matrix: Optional[Judged]) -> tuple:

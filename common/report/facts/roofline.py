@@ -138,7 +138,7 @@ class Judged:
     pct_of_peak: Optional[float]  # achieved TFLOP/s over the compute peak, %
     pct_of_bandwidth: Optional[float]  # achieved GB/s over the memory peak, %
     ridge: Optional[float]  # FLOP/byte where the two roofs meet
-    bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
+    bound: Optional[str]  # "compute" | "memory": the roof its measured rate reaches NEAR_ROOF_PCT of; None: neither, or cannot tell
     roof_tflops: Optional[float] = None  # the roof over its intensity: min(peak, intensity x bandwidth)
     impossible: Optional[str] = None  # why its rate cannot be true (then no share, roof or bound): .plausible_rates
 
@@ -388,18 +388,27 @@ def judge(r: Rows) -> Roofline:
                     r.step_flops, r.step_wall_us)
 
 
+NEAR_ROOF_PCT = 50.0  # a row is bound by a roof when its measured rate reaches this share of it
+
+
 def _judge_row(row: Row, peak: Peak) -> Judged:
+    """The row against both roofs. Its bound is the roof its measured rate comes near (NEAR_ROOF_PCT of the
+    roof at its intensity: the compute peak above the ridge point, the bandwidth's line below it); far under
+    both, none: the kernels' own limits hold them, or they do more than the operation needs. So the same
+    kernels at the same time read the same on two cards, though an intensity between their ridge points
+    (256 FLOP/byte: the H100's ridge is 295, the H200's 206) sits on a different side of each."""
     tflops, unit = compute_peak(peak, row.dtype, row.tf32)
     if tflops is None:
         return Judged(row, None, unit, None, None, None, None)
     bandwidth = peak.memory_gbs
     ridge = tflops * 1e12 / (bandwidth * 1e9) if bandwidth else None
     intensity = row.intensity
-    bound = None if ridge is None or intensity is None else ("memory" if intensity < ridge else "compute")
+    side = None if ridge is None or intensity is None else ("memory" if intensity < ridge else "compute")
     pct = 100.0 * row.tflops / tflops if row.tflops is not None else None
     pct_bw = 100.0 * row.gbs / bandwidth if row.gbs is not None and bandwidth else None
-    roof = min(tflops, intensity * bandwidth / 1e3) if bound is not None else None
-    return Judged(row, tflops, unit, pct, pct_bw, ridge, bound, roof)
+    roof = min(tflops, intensity * bandwidth / 1e3) if side is not None else None
+    near = roof is not None and row.tflops is not None and 100.0 * row.tflops / roof >= NEAR_ROOF_PCT
+    return Judged(row, tflops, unit, pct, pct_bw, ridge, side if near else None, roof)
 
 
 def _or_unknown(value, unit: str) -> str:

@@ -41,7 +41,7 @@ def table_rows(r: Roofline) -> list[list[str]]:
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
                     compact(row.gbs * 1e9 if row.gbs is not None else None), fmt_pct(j.pct_of_peak) if j.pct_of_peak is not None else "-",
-                    "wrong" if j.impossible else j.bound or "-"])  # wrong: flagged impossible (the caption says why)
+                    "wrong" if j.impossible else j.bound or ("neither" if j.roof_tflops is not None else "-")])  # wrong: flagged impossible (the caption says why)
     return out
 
 

@@ -6,6 +6,7 @@ from common.report.rates import fmt_flops, fmt_pct, fmt_tflops
 from common.report.facts.knob_work import ATTENTION, GEMMS
 from common.report.facts.roofline import KNOB_ROWS, KNOBS_OP, Judged, row_json
 from common.report.findings import Finding
+from common.report.facts.regime import neither_roof_text
 from common.report.facts.tables import Tables
 from common.report.units import rounded
 
@@ -80,14 +81,18 @@ def _steps_text(r) -> str:
     return f"; {work}over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
 
 
-def _far_hint(t: Tables) -> str:
-    """Why an op sits far under its roof: too little work per call where the GPU idles; where it is busy,
-    more work or bytes than the operation needs."""
-    if t.regime is not None and t.regime.pace != "overhead":
-        return ("far under its roof while the GPU is busy: the kernels compute or move much more than the "
-                "operation needs (device_bound says which roof holds them)")
-    return ("far under its roof: each call is too small to keep the GPU busy (overhead-bound: bigger work per "
-            "call raises the share)")
+def _far_hint(t: Tables, row) -> str:
+    """Why a row is near neither roof: too little work per call where the GPU idles; where it is busy, the
+    step's kernels doing mostly memory work the operation does not need (a row timed by all the step's device
+    work, device_bound's verdict), else the kernels' own limits."""
+    r = t.regime
+    if r is None or r.pace == "overhead":
+        return ("far under its roof: each call is too small to keep the GPU busy (overhead-bound: bigger work per "
+                "call raises the share)")
+    if row.op == ATTENTION and r.bound == "memory":
+        return (f"the step's kernels are mostly memory work ({r.pct(r.memory_us):.0f}% of the device time: "
+                "device_bound): passes over the scores the operation itself does not need")
+    return "read the kernels' own limits: the launch estimates table (occupancy, blocks per SM)"
 
 
 def roofline(t: Tables):
@@ -127,13 +132,15 @@ def roofline(t: Tables):
         side, roof = ("below", "memory-bandwidth roof") if top.bound == "memory" else ("above", "compute roof")
         bound = (f"; intensity {row.intensity:,.1f} FLOP/byte, {side} the ridge point ({top.ridge:,.0f}): under "
                  f"the {roof}, at {fmt_pct(top.pct_of_roof)} of it")
+    elif top.roof_tflops is not None:
+        bound = f"; it {neither_roof_text(top, peak_said=True)}"
     elif row.intensity is None:
         bound = "; which roof bounds it: cannot tell without its bytes (--record-shapes)"
     else:
         bound = f"{intensity}; which roof bounds it: cannot tell (no memory bandwidth for this device)"
-    far = top.pct_of_roof is not None and top.pct_of_roof < SMALL_SHARE_PCT
-    hint = _far_hint(t) if far else ("share of peak = achieved / the datasheet's dense peak; below the ridge "
-                                     "point memory bandwidth bounds an op, above it compute")
+    far = top.roof_tflops is not None and top.bound is None
+    hint = _far_hint(t, row) if far else ("share of peak = achieved / the datasheet's dense peak; below the ridge "
+                                          "point memory bandwidth bounds an op, above it compute")
     timed = f" {TIMED[(r.timed_on, row.op)]}" if (r.timed_on, row.op) in TIMED else ""
     return Finding("roofline", f"on {r.device}: {what} ran at {fmt_tflops(row.tflops)}{timed} ({calls}), "
                    f"{share}{bound}{_gemms_text(r)}{steps}", hint,
