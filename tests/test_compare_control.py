@@ -341,3 +341,32 @@ def test_eager_against_compiled_lessons_name_the_gemms(runs):
     control = c["summary"]["cpu"]["control"]
     ops = control if control["unit"] == "op" else control["too_short"]
     assert ops is not None and "aten::mm" in ops["names"], control
+
+
+# ----------------------------------------------------------------------------- issue 36, item 3: unlike runs
+
+
+def test_runs_of_other_shapes_get_no_verdict_per_step(tmp_path):
+    """An LLM run of 1x128x32 against one of 1x64x8 (a static cache under CUDA graphs): "0.32x, every B step
+    faster" compared other work. The difference is said first, and no step is judged or given a ratio."""
+    c, text = compared(h100_trace("llm_default"), h100_trace("llm_graphs"))
+    s = c["summary"]
+    assert s["workload_differences"] == ["shape 1x128x32 vs 1x64x8"]
+    assert text.startswith(f"compare A = ") and "unlike runs: the runs ran other work (shape 1x128x32 vs 1x64x8)" in text
+    assert text.index("unlike runs:") < text.index("step CPU A")
+    for side in (s["cpu"], s["device"]):
+        assert not side["judged"] and "the runs ran other work" in side["verdict"] and "x A's" not in side["verdict"]
+    assert all(step["cpu_ratio"] is None and step["device_ratio"] is None for step in c["steps"])
+
+
+def test_another_gpu_is_said_before_the_verdict(tmp_path):
+    """The same run on an H100 and (its copy renamed) an H200: the card is named as a difference first."""
+    from test_roofline import on_h200
+
+    c, text = compared(h100_trace("attn_naive"), on_h200("attn_naive", tmp_path / "naive_h200.json.gz"))
+    s = c["summary"]
+    assert s["workload_differences"] == [] and s["other_differences"] == ["GPU NVIDIA H100 80GB HBM3 vs NVIDIA H200"]
+    assert "they differ in GPU NVIDIA H100 80GB HBM3 vs NVIDIA H200: a difference is theirs as much as the code's" \
+        in text
+    alike, text = compared(h100_trace("attn_naive"), h100_trace("attn_inplace"))
+    assert alike["summary"]["unlike"] == "" and "unlike runs" not in text  # the posts' compare: nothing to say

@@ -177,14 +177,17 @@ def cpu_control_between(sa: dict, sb: dict, same: bool, pa: dict | None, pb: dic
     return replace(probe, too_short=ops if worth_saying else None)
 
 
-def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_control: bool) -> dict:
+def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_control: bool,
+          other_work: str = "") -> dict:
     """Medians, ranges, the ratio of medians, whether it is judged, why not, and the verdict line.
     ``needs_control``: without a control the difference is not judged (the CPU's time follows the
-    host's load; a device's does not wait on it)."""
+    host's load; a device's does not wait on it). ``other_work``: what makes a step of A other work than a
+    step of B (:mod:`.alike`): then no verdict at all."""
     two = TwoRuns(a, b)
     side = dict(a_median_us=a.median, b_median_us=b.median, a_range_us=[a.low, a.high], b_range_us=[b.low, b.high],
                 ratio=two.ratio, control=control.to_json() if control else None)  # the JSON names a short one too
-    why = _why_not(two)
+    why = (f"the runs ran other work ({other_work}): a step of one is not a step of the other" if other_work
+           else _why_not(two))
     short = control if control is not None and not control.measures else None
     control = None if short is not None else control
     if why is None and control is not None and control.explained(two.ratio):

@@ -14,6 +14,7 @@ it through :mod:`common.report.render.compare` and the HTML page.
 
 from __future__ import annotations
 
+from common.report.compare.alike import other_differences, unlike_text, workload_differences
 from common.report.compare.rows import device_changes, judged_steps, op_changes
 from common.report.compare.control import cpu_control, device_control, judge
 from common.report.facts.tables import Tables
@@ -47,6 +48,8 @@ def _left_out(t: Tables) -> list[str]:
 
 def compare(a: Tables, b: Tables) -> dict:
     sa, sb = _per_step(a), _per_step(b)
+    workload, other = workload_differences(a, b), other_differences(a, b)
+    alike = not workload  # a step of A is a step of B: their ratio means something
     steps = []
     for i in range(max(len(a.step_rows), len(b.step_rows))):
         ra = a.step_rows[i] if i < len(a.step_rows) else None
@@ -54,19 +57,21 @@ def compare(a: Tables, b: Tables) -> dict:
         steps.append(dict(
             a=ra.name if ra else None, b=rb.name if rb else None,
             a_cpu_us=ra.wall_us if ra else None, b_cpu_us=rb.wall_us if rb else None,
-            cpu_ratio=(rb.wall_us / ra.wall_us) if ra and rb and ra.wall_us > 0 else None,
+            cpu_ratio=(rb.wall_us / ra.wall_us) if alike and ra and rb and ra.wall_us > 0 else None,
             a_device_us=ra.device_us if ra else None, b_device_us=rb.device_us if rb else None,
-            device_ratio=(rb.device_us / ra.device_us) if ra and rb and ra.device_us > 0 else None,
+            device_ratio=(rb.device_us / ra.device_us) if alike and ra and rb and ra.device_us > 0 else None,
             a_kernels=ra.kernels if ra else None, b_kernels=rb.kernels if rb else None,
         ))
-    cpu = judge("CPU", sa["cpu"], sb["cpu"], cpu_control(a, b), needs_control=True) \
+    other_work = ", ".join(workload)
+    cpu = judge("CPU", sa["cpu"], sb["cpu"], cpu_control(a, b), needs_control=True, other_work=other_work) \
         if sa["cpu"].values and sb["cpu"].values else None
-    device = judge("device", sa["device"], sb["device"], device_control(a, b), needs_control=False) \
-        if sa["device"] is not None and sb["device"] is not None else None
+    device = judge("device", sa["device"], sb["device"], device_control(a, b), needs_control=False,
+                   other_work=other_work) if sa["device"] is not None and sb["device"] is not None else None
     changed_ops = op_changes(a, b)
     return json_ready(dict(
         a=a.model.path, b=b.model.path,
         summary=dict(
+            unlike=unlike_text(workload, other), workload_differences=workload, other_differences=other,
             a_steps=sa["steps"], b_steps=sb["steps"], a_left_out=_left_out(a), b_left_out=_left_out(b),
             a_first_ratio=_first_ratio(a), b_first_ratio=_first_ratio(b),
             cpu=cpu, device=device,

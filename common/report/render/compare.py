@@ -136,6 +136,8 @@ def render_compare(c: dict, console) -> None:
     with_device = s["device"] is not None
     console.print(f"[bold]compare[/]  A = {escape(display_path(c['a']))}")
     console.print(f"          B = {escape(display_path(c['b']))}")
+    if s.get("unlike"):
+        console.print(f"[yellow]unlike runs:[/] {escape(s['unlike'])}")
     console.print(f"steps: A {_step_names(c, 'a')}, B {_step_names(c, 'b')}, side by side in order")
     left = left_out_line(s)
     if left:

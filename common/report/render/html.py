@@ -235,6 +235,8 @@ def render_compare_html(c: dict) -> str:
     left = left_out_line(summary)
     if left:
         parts.insert(1, f'<p class="hint">The medians, the verdicts and every per-step figure {html.escape(left, quote=False)}.</p>')
+    if summary.get("unlike"):
+        parts.insert(1, f'<p class="hint"><b>Unlike runs:</b> {html.escape(summary["unlike"], quote=False)}.</p>')
     rows = device_work_rows(c, width=70)
     parts.append("<h2>Device work per step (median)</h2>" + (
         _table(["", "kernel / memcpy / memset", "calls per step", "A", "B", "change"], rows, 2) if rows
