@@ -1,0 +1,75 @@
+"""Issue 36, item 2: the LLM lesson (05_llm.py) on a GPU, on its real H100 runs (tests/data/h100/runs/llm_default,
+llm_graphs: a static cache under ``reduce-overhead``) and, where a run does not show a case, on synthetic
+traces made the way the issue says (tests/gpu_synth.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import gpu_synth as S  # noqa: E402
+
+from common.report import analyze  # noqa: E402
+from tests.h100 import finding, h100_trace  # noqa: E402
+
+
+@lru_cache(maxsize=None)
+def raw(name: str) -> list:
+    with gzip.open(h100_trace(name), "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _synthetic(tmp_path, doc: dict, rule: str):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    return next((f for f in analyze(str(path))[1] if f.rule == rule), None)
+
+
+# ----------------------------------------------------------------------------- 2b. the attention kernels that ran
+
+
+def test_graph_replayed_attention_kernels_are_counted():
+    """llm_graphs: the eager prefill's SDPA launches cuDNN's sm90 kernel 12x (cuLaunchKernelEx), and the decode
+    graphs replay cuDNN's sm80 kernel 96x (cudaGraphLaunch): both ran, counted from the raw events."""
+    events = raw("llm_graphs")
+    launchers = {e["args"]["correlation"]: e["name"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    cudnn = Counter((e["name"], launchers.get(e["args"].get("correlation"))) for e in events
+                    if e.get("cat") == "kernel" and e["name"].startswith("cudnn_generated_fort_native_sdpa"))
+    replays = sum(n for (_, call), n in cudnn.items() if call == "cudaGraphLaunch")
+    assert replays == 96 and sum(cudnn.values()) == 108, cudnn
+    f = finding("llm_graphs", "fused_attention")
+    assert sum(f.evidence["kernels"].values()) == 108 and sum(f.evidence["replayed"].values()) == 96
+    assert f.evidence["launches"] == {"cuLaunchKernelEx": 12}
+    assert "2 attention kernels" in f.message and "replayed 96x by 24 cudaGraphLaunch" in f.message
+    assert "launched by cuLaunchKernelEx x12)" in f.message
+
+
+def test_replays_without_correlation_counted_by_the_graph_launch_window(tmp_path):
+    """A trace whose replayed kernels carry no correlation id: each counts for the graph launch whose time
+    window it starts in (3 steps x 2 decodes x 2 layers = 12 replays)."""
+    f = _synthetic(tmp_path, S.llm_graphs(correlate=False), "fused_attention")
+    assert f.evidence["replayed"] == {S.CUDNN_SM80: 12}
+    assert "replayed 12x by 6 cudaGraphLaunch" in f.message
+
+
+def test_only_the_attention_kernels_launchers_are_named(tmp_path):
+    """A static cache: SDPA's op also launches elementwise kernels (cudaLaunchKernel, 3 per call); the
+    attention kernel's launcher is cuLaunchKernelEx alone, 6 of them (3 steps x 2 layers)."""
+    f = _synthetic(tmp_path, S.llm_graphs(mask_kernels=3), "fused_attention")
+    assert f.evidence["launches"] == {"cuLaunchKernelEx": 6}
+    assert "cudaLaunchKernel" not in f.message and "launched by cuLaunchKernelEx x6)" in f.message
+
+
+def test_llm_default_attention_kernels_each_with_its_launches():
+    """llm_default: the prefill's sm90 kernel (12) and the decode's sm80 one (384), each with its own count."""
+    f = finding("llm_default", "fused_attention")
+    assert f.evidence["launches"] == {"cuLaunchKernelEx": 396} and not f.evidence["replayed"]
+    assert "launched by cuLaunchKernelEx x384)" in f.message and "launched by cuLaunchKernelEx x12)" in f.message
