@@ -111,3 +111,51 @@ def test_glance_headline_on_the_cpu_says_it_is_wall_time():
     buf = io.StringIO()
     render_glance([row], Console(file=buf, width=200))
     assert "step x3: CPU 11.00 ms per step (wall, median; 10.00 ms-12.00 ms)" in buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- 2d. what a fused kernel's name lists
+
+
+def _fused_rows(f) -> dict:
+    return {k["name"]: k for k in f.evidence["kernels"]}
+
+
+def test_a_pointwise_kernel_does_not_fuse_the_attention_whose_kernel_still_runs():
+    """llm_graphs: three Triton pointwise kernels (1.2 µs) are named after _scaled_dot_product_cudnn_attention
+    and bmm, while the decode graphs still replay cuDNN's own attention kernel (96x) and the rotary embedding's
+    fp32 bmm as a CUTLASS GEMM (24x, one per decode, beside the 28 + 1 bf16 GEMMs of the projections and the
+    head): the name lists those ops, the kernel does not fuse them."""
+    events = raw("llm_graphs")
+    launchers = {e["args"]["correlation"]: e["name"] for e in events
+                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    replayed = Counter(e["name"][:30] for e in events if e.get("cat") == "kernel"
+                       and launchers.get(e["args"].get("correlation")) == "cudaGraphLaunch")
+    assert replayed["cudnn_generated_fort_native_sd"] == 96 and replayed["void cutlass::Kernel2<cutlass_"] == 24
+    f = finding("llm_graphs", "fused_kernels")
+    named = {n: k for n, k in _fused_rows(f).items() if "_scaled_dot_product_cudnn_attention" in n}
+    assert len(named) == 3
+    for k in named.values():
+        assert "_scaled_dot_product_cudnn_attention" not in k["ops"] and "bmm" not in k["ops"] and "cos" in k["ops"]
+        assert k["listed_not_fused"] == {"_scaled_dot_product_cudnn_attention": "96 fused attention kernels ran",
+                                         "bmm": "720 GEMM kernels ran"}
+    assert "fuses _scaled_dot_product_cudnn_attention" not in f.message and "+bmm" not in f.message
+    assert ("(its name also lists _scaled_dot_product_cudnn_attention, bmm, but their own kernels still run in the "
+            "same compiled graph calls: 96 fused attention kernels ran; 720 GEMM kernels ran)") in f.message
+
+
+def test_an_op_whose_extern_kernel_runs_in_the_same_graph_is_not_fused(tmp_path):
+    """A compiled graph whose Triton kernel's name lists mm, while aten::mm launches its own GEMMs from the same
+    compiled graph calls (3 per call, 3 steps): listed, not fused; gelu and mul stay fused."""
+    name = "triton_poi_fused__unsafe_view_gelu_mm_mul_0"
+    f = _synthetic(tmp_path, S.compiled_mlp(S.H200, fused=(name,)), "fused_kernels")
+    row = _fused_rows(f)[name]
+    assert row["ops"] == ["_unsafe_view", "gelu", "mul"]
+    assert row["listed_not_fused"] == {"mm": "aten::mm launched 9 kernels of its own"}
+    assert "fuses _unsafe_view+gelu+mul (its name also lists mm, but that op's own kernel still runs" in f.message
+
+
+def test_a_template_kernel_still_fuses_its_gemm(tmp_path):
+    """A Triton template (max-autotune's GEMM, ``triton_tem_fused_mm_0``) computes the mm it names: fused."""
+    name = "triton_tem_fused_mm_0"
+    row = _fused_rows(_synthetic(tmp_path, S.compiled_mlp(S.H200, fused=(name,)), "fused_kernels"))[name]
+    assert row["ops"] == ["mm"] and row["listed_not_fused"] == {}
