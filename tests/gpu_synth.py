@@ -646,3 +646,25 @@ def llm_graphs(style: Style = H200, *, steps: int = 3, layers: int = 2, decodes:
                                    correlate)
                     b.busy(60.0)  # the compiled graph's Python after the launch: the host is the slower side
     return b.doc()
+
+
+def slow_launch_gap(style: Style = H200, *, steps: int = 3, launch_us: float = 50.0, slow_step: int = 1) -> dict:
+    """Two GEMMs a step (aten::mm each); in step ``slow_step`` the second one's launch call takes ``launch_us``
+    and begins while the first GEMM still runs: the GPU idles from the first GEMM's end until the slow call
+    hands the second over (a gap the launch spans, not one the device side made)."""
+    b = TraceBuilder(style)
+    for i, step in _steps(b, steps):
+        with step, b.cpu("mm2", "user_annotation"):
+            with b.cpu("aten::mm"):
+                b.kernel(style.mm_gemm, 10.0, launch=style.launch)
+            with b.cpu("aten::mm"):
+                if i != slow_step:
+                    b.kernel(style.mm_gemm, 10.0, launch=style.launch)
+                    continue
+                corr = b._next()
+                b.call(style.launch, launch_us, correlation=corr)
+                start = max(b.gpu_t, b.t - 1.0)
+                b._x(style.mm_gemm, start, 10.0, "kernel", pid=0, tid=7, correlation=corr, device=0, stream=7,
+                     grid=[8, 1, 1], block=[128, 1, 1])
+                b.gpu_t = start + 10.0
+    return b.doc()

@@ -159,3 +159,35 @@ def test_a_template_kernel_still_fuses_its_gemm(tmp_path):
     name = "triton_tem_fused_mm_0"
     row = _fused_rows(_synthetic(tmp_path, S.compiled_mlp(S.H200, fused=(name,)), "fused_kernels"))[name]
     assert row["ops"] == ["mm"] and row["listed_not_fused"] == {}
+
+
+# ----------------------------------------------------------------------------- 4. smaller: the GPU gap's cause and neighbours
+
+
+def test_a_gap_spanned_by_a_slow_launch_names_the_launch(tmp_path):
+    """The second GEMM's launch call (50 µs) begins while the first GEMM runs and ends inside the gap that follows:
+    the slow launch set the gap, not the device side (the message said "the trace names nothing there")."""
+    f = _synthetic(tmp_path, S.slow_launch_gap(), "kernel_gap")
+    assert "the trace names nothing there" not in f.message
+    assert "was launched by a cuLaunchKernelEx call (in aten::mm) that began before the gap opened and ran" in f.message
+    assert f.hint.startswith("the slow launch call set this gap, not the device side")
+
+
+def test_a_gap_after_a_memset_names_the_memset():
+    """p1_4096_active20: the 43 µs gap of #0 opens after the 4-byte memset cuBLAS writes before its GEMM, and
+    ends with the GEMM: "between a memset (4 B) and a kernel", not "two kernels"."""
+    f = finding("p1_4096_active20", "kernel_gap")
+    step0 = h100_trace_events_in_gap("p1_4096_active20", f.evidence["at_us"], f.evidence["gap_us"])
+    assert step0 == ("gpu_memset", 4, "kernel")
+    assert "idle between a memset (4 B) and a kernel inside #0" in f.message
+
+
+def h100_trace_events_in_gap(name: str, at_us: float, gap_us: float) -> tuple:
+    """(category of the device event ending where the gap opens, its bytes, category of the one starting where
+    it closes), from the raw events (``at_us``: µs from the first ProfilerStep's start)."""
+    events = raw(name)
+    t0 = min(e["ts"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    before = min(device, key=lambda e: abs(e["ts"] + e["dur"] - t0 - at_us))
+    after = min(device, key=lambda e: abs(e["ts"] - t0 - at_us - gap_us))
+    return before["cat"], before["args"].get("bytes"), after["cat"]
