@@ -191,3 +191,14 @@ def h100_trace_events_in_gap(name: str, at_us: float, gap_us: float) -> tuple:
     before = min(device, key=lambda e: abs(e["ts"] + e["dur"] - t0 - at_us))
     after = min(device, key=lambda e: abs(e["ts"] - t0 - at_us - gap_us))
     return before["cat"], before["args"].get("bytes"), after["cat"]
+
+
+def test_no_start_optimising_there_on_a_gemm_near_its_peak():
+    """p1_4096: the GEMM takes 86% of the kernel time and the matrix work runs at 78% of the bf16 peak, beside
+    device_bound's "the arithmetic is the cost": no "start optimising there" on it; the attention lessons'
+    masked_fill (memory work) keeps it."""
+    f = finding("p1_4096", "hotspot_kernel")
+    assert "start optimising there" not in f.hint
+    assert f.hint.startswith("the matrix work it belongs to already runs at 78% of its roof (device_bound)")
+    assert "the arithmetic is the cost" in finding("p1_4096", "device_bound").hint
+    assert "start optimising there" in finding("attn_naive", "hotspot_kernel").hint
