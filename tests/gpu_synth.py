@@ -216,6 +216,19 @@ class TraceBuilder:
         if split_k:
             self.kernel(SPLITK_REDUCE, 2.0, self.style.launch)
 
+    def graph_launch(self, kernels: tuple, correlate: bool = True) -> None:
+        """One ``cudaGraphLaunch`` replaying ``kernels`` ((name, µs), ...) back to back: each carries the
+        launch's correlation id, as CUPTI writes a replay, or (``correlate=False``) none at all."""
+        corr = self._next()
+        self.call("cudaGraphLaunch", 8.0, correlation=corr)
+        start = max(self.gpu_t, self.t + 5.0)
+        for name, dur in kernels:
+            args = {"correlation": corr} if correlate else {}
+            self._x(name, start, dur, "kernel", pid=0, tid=7, device=0, stream=7, grid=[8, 1, 1], block=[128, 1, 1],
+                    **args)
+            start += dur + 0.5
+        self.gpu_t = start
+
     def memcpy(self, nbytes: int, dur: float, name: str = "Memcpy DtoD (Device -> Device)") -> None:
         corr = self._next()
         self.call("cudaMemcpyAsync", 3.0, correlation=corr)
@@ -603,3 +616,55 @@ def hopper_runs(base: Path, style: Style = H200, **broken) -> Path:
     for key, (doc, text, tag) in attention_runs(style).items():
         write_run(base / key, broken.get(key, doc), text, tag)
     return base
+
+
+CUDNN_SM80 = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x64_4x1x1_cga1x1x1_kernel0_0"
+
+
+def llm_graphs(style: Style = H200, *, steps: int = 3, layers: int = 2, decodes: int = 2, correlate: bool = True,
+               mask_kernels: int = 0) -> dict:
+    """05_llm.py under ``reduce-overhead`` with a static cache: an eager ``prefill`` (per layer SDPA ->
+    cuDNN's op -> ``mask_kernels`` elementwise kernels (cudaLaunchKernel: the static cache's mask) and its
+    attention kernel (cuLaunchKernelEx)), then ``decode`` calls that each replay one CUDA graph holding, per
+    layer, a GEMM, cuDNN's sm80 attention kernel and a mul; the replays carry the graph launch's correlation
+    id, or (``correlate=False``) none."""
+    b = TraceBuilder(style)
+    a = style.attn
+    for _, step in _steps(b, steps):
+        with step:
+            with b.cpu("prefill", "user_annotation"):
+                for _ in range(layers):
+                    with b.cpu("aten::scaled_dot_product_attention"), b.cpu(FUSED_OPS["cudnn"][0]), \
+                            b.cpu(FUSED_OPS["cudnn"][1]):
+                        for _ in range(mask_kernels):
+                            b.kernel(MUL_BF16, 1.5)
+                        b.kernel(a.cudnn, 8.0, launch="cuLaunchKernelEx", grid=FUSED_GRIDS["cudnn"])
+            for _ in range(decodes):
+                with b.cpu("decode", "user_annotation"), b.cpu("## Call CompiledFxGraph abc123 ##"):
+                    b.graph_launch(tuple(k for _ in range(layers)
+                                         for k in ((style.linear_gemm, 2.5), (CUDNN_SM80, 4.5), (MUL_BF16, 1.2))),
+                                   correlate)
+                    b.busy(60.0)  # the compiled graph's Python after the launch: the host is the slower side
+    return b.doc()
+
+
+def slow_launch_gap(style: Style = H200, *, steps: int = 3, launch_us: float = 50.0, slow_step: int = 1) -> dict:
+    """Two GEMMs a step (aten::mm each); in step ``slow_step`` the second one's launch call takes ``launch_us``
+    and begins while the first GEMM still runs: the GPU idles from the first GEMM's end until the slow call
+    hands the second over (a gap the launch spans, not one the device side made)."""
+    b = TraceBuilder(style)
+    for i, step in _steps(b, steps):
+        with step, b.cpu("mm2", "user_annotation"):
+            with b.cpu("aten::mm"):
+                b.kernel(style.mm_gemm, 10.0, launch=style.launch)
+            with b.cpu("aten::mm"):
+                if i != slow_step:
+                    b.kernel(style.mm_gemm, 10.0, launch=style.launch)
+                    continue
+                corr = b._next()
+                b.call(style.launch, launch_us, correlation=corr)
+                start = max(b.gpu_t, b.t - 1.0)
+                b._x(style.mm_gemm, start, 10.0, "kernel", pid=0, tid=7, correlation=corr, device=0, stream=7,
+                     grid=[8, 1, 1], block=[128, 1, 1])
+                b.gpu_t = start + 10.0
+    return b.doc()

@@ -154,7 +154,8 @@ def test_no_dtype_advice_to_a_bf16_run():
 
 def test_an_idle_gpus_hotspot_kernel_is_not_where_to_start():
     assert "start optimising" not in _finding("p1_64", "hotspot_kernel").hint
-    assert "start optimising" in _finding("p1_4096", "hotspot_kernel").hint
+    assert "start optimising" in _finding("attn_naive", "hotspot_kernel").hint  # memory work, the GPU busy
+    assert "start optimising" not in _finding("p1_4096", "hotspot_kernel").hint  # a GEMM at 78% of its roof (issue 36)
 
 
 def test_no_fusion_advice_to_one_fused_kernel_per_step():

@@ -4,8 +4,8 @@ A step is the same work in two runs only when the lessons' knobs give the same w
 device (an LLM run of 1x128x32 against one of 1x64x8 ran other steps: "0.32x" of theirs is no result).
 Other differences do not stop a comparison but change what it measures, so the comparison says them
 first: another GPU (an H100 run against an H200 run measures the card as much as the code), other CUDA
-or torch versions, another lesson. The knobs a comparison is made for (eager or compiled, a backend, a
-cache) are its subject, not a difference to warn of.
+or torch versions. The knobs and lessons a comparison is made for (eager or compiled, a backend, naive
+against in-place) are its subject, not a difference to warn of.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def workload_differences(a: Tables, b: Tables) -> list[str]:
 
 
 def other_differences(a: Tables, b: Tables) -> list[str]:
-    """The GPU, the software versions and the lesson, where they differ."""
+    """The GPU and the software versions, where they differ (another lesson on the same workload is what Part 3
+    compares: naive against in-place, a backend against another)."""
     out = []
     ga, gb = _gpu(a), _gpu(b)
     if ga and gb and ga != gb:
@@ -40,8 +41,6 @@ def other_differences(a: Tables, b: Tables) -> list[str]:
     va, vb = a.header.versions, b.header.versions
     out += [f"{key.replace('_version', '').replace('_', ' ')} {va[key]} vs {vb[key]}" for key in VERSIONS
             if key in va and key in vb and va[key] != vb[key]]
-    if a.knobs is not None and b.knobs is not None and a.knobs.script != b.knobs.script:
-        out.append(f"lesson {a.knobs.script} vs {b.knobs.script}")
     return out
 
 

@@ -45,6 +45,35 @@ def graph_launches(m: Model) -> Optional[GraphLaunches]:
     return GraphLaunches(int(launches.size), m.names[cpu.name[launches[0]]], replayed)
 
 
+def graph_replays(m: Model) -> np.ndarray:
+    """Per device event, the graph launch (a CPU row: ``cudaGraphLaunch`` or an equivalent, in the window)
+    that replayed it, or -1. A replayed kernel carries its graph launch's correlation id; a kernel that
+    carries no id at all counts as replayed by the last graph launch that started before it,
+    while the next one has not started (a kernel launched on its own carries its launch's id, so inside a
+    graph launch's time window an untied kernel is the graph's; a GPU that lags the host by more than a
+    graph's run blurs which launch, not whether a graph replayed it). A kernel whose id no runtime call holds was
+    launched before the window (the model's ``outside``): no graph launch of the window replayed it."""
+    cpu, dev = m.cpu, m.dev
+    out = np.full(dev.n, -1, dtype=np.int64)
+    graph_ids = m.name_mask(lambda s: s in GRAPH_LAUNCHES)
+    launches = np.flatnonzero(graph_ids[cpu.name] & (cpu.kind == RUNTIME)) if cpu.n else np.zeros(0, np.int64)
+    if m.window_source == "ProfilerStep":
+        launches = launches[cpu.step[launches] >= 0]
+    if not launches.size:
+        return out
+    is_graph = np.zeros(cpu.n, dtype=bool)
+    is_graph[launches] = True
+    tied = dev.launch >= 0
+    by_id = tied & is_graph[np.maximum(dev.launch, 0)]
+    out[by_id] = dev.launch[by_id]
+    launches = launches[np.argsort(cpu.ts[launches], kind="stable")]
+    untied = np.flatnonzero(~tied & ~dev.outside & (dev.kind == KERNEL))
+    at = np.searchsorted(cpu.ts[launches], dev.ts[untied], side="right") - 1
+    hit = at >= 0
+    out[untied[hit]] = launches[at[hit]]
+    return out
+
+
 @dataclass(frozen=True)
 class CompileFrames:
     """torch.compile's own rows of the op table, by name: calls of each."""

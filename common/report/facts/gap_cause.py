@@ -14,7 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from common.report.model.build import Model
+from common.report.model.build import KERNEL, MEMCPY, MEMSET, Model
+from common.report.units import fmt_bytes
 
 SHOWN = 3  # CPU events named, longest overlap first
 
@@ -32,6 +33,22 @@ class GapCause:
     op_us: Optional[float]
     late_us: float  # how far into the gap the launch began (0: launched before the gap opened)
     busy: tuple[tuple[str, float], ...]  # (name, µs inside the gap) of the deepest CPU events on the thread
+    launch_in_gap_us: float = 0.0  # how long the launch call, begun before the gap opened, ran on inside it
+    next_work: str = "a kernel"  # what the device event after the gap is: "a kernel", "a memset (4 B)", "a memcpy (...)"
+    prev_work: Optional[str] = None  # the same for the device event the gap opens after (None: none ends there)
+
+    @property
+    def neighbours(self) -> str:
+        """``two kernels``, or the work on either side of the gap as what it is: ``a memset (4 B) and a kernel``."""
+        if self.prev_work is None:
+            return f"device work and {self.next_work}"
+        return "two kernels" if self.prev_work == self.next_work == "a kernel" else f"{self.prev_work} and {self.next_work}"
+
+    @property
+    def slow_launch(self) -> bool:
+        """The launch began before the gap opened and was still running when it did: the work could not start
+        before its launch call handed it over, so the slow call, not the device side, set the gap."""
+        return self.launch is not None and self.late_us == 0 and self.launch_in_gap_us > 0
 
     @property
     def cpu_late(self) -> bool:
@@ -45,6 +62,7 @@ class GapIndex:
 
     def __init__(self, m: Model) -> None:
         self.m, self.dev_order, self.dev_ts, self.threads = m, None, None, {}
+        self.end_order, self.dev_end = None, None
 
     def first_starting_at(self, end: float) -> Optional[int]:
         """The first device event (in trace order) whose start is ``np.isclose`` to ``end`` (atol 1 ns)."""
@@ -57,6 +75,18 @@ class GapIndex:
         near = self.dev_order[lo:hi + 1]
         near = near[np.isclose(ts[near], end, atol=1e-3)]
         return int(near.min()) if near.size else None
+
+    def last_ending_at(self, start: float) -> Optional[int]:
+        """A device event whose end is ``np.isclose`` to ``start`` (atol 1 ns): the work a gap opens after."""
+        end = self.m.dev.end
+        if self.end_order is None:
+            self.end_order = np.argsort(end, kind="stable")
+            self.dev_end = end[self.end_order]
+        tol = 2 * (1e-3 + 1e-5 * abs(start))
+        lo, hi = np.searchsorted(self.dev_end, [start - tol, start + tol], side="left")
+        near = self.end_order[lo:hi + 1]
+        near = near[np.isclose(end[near], start, atol=1e-3)]
+        return int(near.max()) if near.size else None
 
     def overlapping(self, thread: int, start: float, end: float) -> np.ndarray:
         """The CPU events on ``thread`` with ts < end and end > start, in trace order."""
@@ -81,13 +111,27 @@ def gap_cause(m: Model, start: float, end: float, index: Optional[GapIndex] = No
     if k is None:
         return None
     name = m.names[int(dev.name[k])]
+    prev = index.last_ending_at(start)
+    work = dict(next_work=work_of(m, k), prev_work=work_of(m, prev) if prev is not None else None)
     launch, op = int(dev.launch[k]), int(dev.op[k])
     if launch < 0:
-        return GapCause(name, None, None, None, None, None, None, 0.0, ())
+        return GapCause(name, None, None, None, None, None, None, 0.0, (), **work)
     l0, ldur = float(cpu.ts[launch]), float(cpu.dur[launch])
     o = (m.names[int(cpu.name[op])], float(cpu.ts[op]), float(cpu.dur[op])) if op >= 0 else (None, None, None)
+    in_gap = max(min(l0 + ldur, end) - start, 0.0) if l0 <= start else 0.0
     return GapCause(name, m.names[int(cpu.name[launch])], l0, ldur, *o, max(l0 - start, 0.0),
-                    _busy(m, index.overlapping(int(cpu.thread[launch]), start, end), start, end))
+                    _busy(m, index.overlapping(int(cpu.thread[launch]), start, end), start, end), in_gap, **work)
+
+
+def work_of(m: Model, k: int) -> str:
+    """Device event ``k`` as what it is: ``a kernel``, ``a memset (4 B)``, ``a memcpy (Memcpy DtoD, 16.8 MB)``."""
+    kind, nbytes = int(m.dev.kind[k]), float(m.dev.bytes[k])
+    size = fmt_bytes(nbytes) if np.isfinite(nbytes) and nbytes > 0 else ""
+    if kind == MEMSET:
+        return f"a memset ({size})" if size else "a memset"
+    if kind == MEMCPY:
+        return f"a memcpy ({m.names[int(m.dev.name[k])].split(' (')[0]}{', ' + size if size else ''})"
+    return "a kernel" if kind == KERNEL else "device work"
 
 
 def _busy(m: Model, sel: np.ndarray, start: float, end: float) -> tuple:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from common.report.facts.compile import FXGRAPH
-from common.report.model.build import ANNOTATION, CATEGORY_CODES, KERNEL, OP, Model
+from common.report.model.build import ANNOTATION, CATEGORY_CODES, CATEGORY_KEYS, KERNEL, OP, Model
 
 TRITON_CATEGORIES = ("triton_pointwise", "triton_reduction", "triton_persistent", "triton_other")
 
@@ -27,6 +27,10 @@ class KernelSource:
     name: str
     launchers: tuple  # (runtime/driver call name, launches), most first
     callers: tuple  # (op or annotation around the launch, launches), most first; "" where none is
+    # the other kernels the same compiled graph calls launched (``## Call CompiledFxGraph``, their CUDA graph
+    # replays included), where the kernel came from one: what still runs beside it
+    beside: tuple = ()  # (kernel category, kernels), most first
+    ops_beside: tuple = ()  # (op inside those calls that launched kernels of its own, kernels), most first
 
     @property
     def launched_from(self) -> str:
@@ -49,6 +53,7 @@ def kernel_sources(m: Model) -> dict:
         return {}
     codes = [CATEGORY_CODES[c] for c in TRITON_CATEGORIES]
     rows = np.flatnonzero((dev.kind == KERNEL) & ~dev.outside & np.isin(dev.category, codes) & (dev.launch >= 0))
+    graph_call = _compiled_graph_calls(m)
     out = {}
     for name_id in np.unique(dev.name[rows]).tolist():
         mine = rows[dev.name[rows] == name_id]
@@ -60,5 +65,40 @@ def kernel_sources(m: Model) -> dict:
         out[name] = KernelSource(
             name=name,
             launchers=tuple(Counter(m.names[i] for i in cpu.name[dev.launch[mine]].tolist()).most_common()),
-            callers=tuple(Counter(m.names[cpu.name[i]] if i >= 0 else "" for i in callers.tolist()).most_common()))
+            callers=tuple(Counter(m.names[cpu.name[i]] if i >= 0 else "" for i in callers.tolist()).most_common()),
+            **_beside(m, graph_call, mine))
     return out
+
+
+def _compiled_graph_calls(m: Model) -> np.ndarray:
+    """Per device event, the compiled graph call (``## Call CompiledFxGraph <hash> ##``, a CPU row) its launch
+    sits in, at any depth (a graph launch's replays: the call that launched the graph), or -1."""
+    cpu, dev = m.cpu, m.dev
+    is_graph = m.name_mask(lambda s: bool(FXGRAPH.match(s)))
+    out = np.full(dev.n, -1, dtype=np.int64)
+    cur = dev.op.copy()
+    for _ in range(cpu.max_depth + 1):
+        live = cur >= 0
+        if not live.any():
+            break
+        hit = live & (out < 0) & is_graph[cpu.name[np.maximum(cur, 0)]]
+        out[hit] = cur[hit]
+        cur = np.where(live & (out < 0), cpu.parent[np.maximum(cur, 0)], -1)
+    return out
+
+
+def _beside(m: Model, graph_call: np.ndarray, mine: np.ndarray) -> dict:
+    """``beside`` and ``ops_beside`` of a kernel whose launches are ``mine``: the other kernels of its
+    compiled graph calls, by category, and the ops in those calls (not Inductor's records of its own
+    launches, nor the call itself) that launched them."""
+    calls = np.unique(graph_call[mine])
+    calls = calls[calls >= 0]
+    if not calls.size:
+        return {}
+    dev, cpu = m.dev, m.cpu
+    others = np.flatnonzero(np.isin(graph_call, calls) & (dev.kind == KERNEL) & (dev.name != dev.name[mine[0]]))
+    ops = dev.op[others]
+    by_op = ops[(ops >= 0) & ~np.isin(ops, calls)]
+    by_op = by_op[cpu.name[by_op] != dev.name[others][(ops >= 0) & ~np.isin(ops, calls)]]  # Inductor's own record
+    return dict(beside=tuple(Counter(CATEGORY_KEYS[c] for c in dev.category[others].tolist()).most_common()),
+                ops_beside=tuple(Counter(m.names[cpu.name[i]] for i in by_op.tolist()).most_common()))

@@ -35,6 +35,7 @@ class Subtree:
     op_spans: dict = field(default_factory=dict)  # {nested op name: its calls, at any depth}
     path_spans: dict = field(default_factory=dict)  # {``paths`` key: its calls}
     device_spans: dict = field(default_factory=dict)  # {device event name: its events}
+    kernel_launches: dict = field(default_factory=dict)  # {kernel name: {runtime call name: count}}: each one's launchers
 
     def per_call(self, name: str) -> float:
         return self.ops.get(name, 0) / self.calls if self.calls else 0.0
@@ -64,13 +65,24 @@ def subtree(m: Model, op: str) -> Subtree | None:
     is_call[calls] = True
     paths, path_spans = _paths(m, nested, is_call)
     kernels, kernels_us = _by_name(m, dev.name[launched], dev.dur[launched])
-    runtime = dev.launch[launched[dev.kind[launched] == KERNEL]]  # a memset's cudaMemsetAsync launches no kernel
-    launches = Counter(m.names[i] for i in cpu.name[runtime[cpu.kind[runtime] == RUNTIME]].tolist())
+    kernel_rows = launched[dev.kind[launched] == KERNEL]  # a memset's cudaMemsetAsync launches no kernel
+    kernel_rows = kernel_rows[cpu.kind[dev.launch[kernel_rows]] == RUNTIME]
+    launches = Counter(m.names[i] for i in cpu.name[dev.launch[kernel_rows]].tolist())
     outer = calls[~_nested_in_same(calls, ends)]
     mine = np.concatenate((outer, nested))
     return Subtree(op, int(calls.size), float(cpu.dur[outer].sum()), ops, paths, ops_us, kernels, kernels_us,
                    dict(launches), _by_name(m, cpu.name[mine], cpu.self_us[mine])[1], _spans(cpu, calls),
-                   _spans_by_name(m, cpu, nested), path_spans, _spans_by_name(m, dev, launched))
+                   _spans_by_name(m, cpu, nested), path_spans, _spans_by_name(m, dev, launched),
+                   _launchers_by_kernel(m, kernel_rows))
+
+
+def _launchers_by_kernel(m: Model, kernel_rows: np.ndarray) -> dict:
+    """{kernel name: {runtime call name: count}} of the device events ``kernel_rows`` (each tied to its launch)."""
+    out = defaultdict(Counter)
+    launch_names = m.cpu.name[m.dev.launch[kernel_rows]].tolist()
+    for kernel, launcher in zip(m.dev.name[kernel_rows].tolist(), launch_names):
+        out[m.names[kernel]][m.names[launcher]] += 1
+    return {kernel: dict(c.most_common()) for kernel, c in out.items()}
 
 
 def _spans(lane, rows: np.ndarray) -> tuple:

@@ -11,9 +11,9 @@ compiled):
 - per call of the lesson's annotation (its guess's, else the only one; else per step): the ops
   dispatched (every CPU op nested in a call) and the work (on the CPU the compute ops, outermost,
   :mod:`.calls`; on a GPU the kernels launched);
-- the time per call: on a trace with device work, the device time of the work a call launched (by
-  correlation id; median call and range), with the call's CPU (wall) time beside it; on a CPU trace
-  the wall time. The CPU times are the calls in the steps ``--compare`` judges (the profiler's first
+- the time per call (per step where there is no annotation to read): on a trace with device work, the
+  device time of the work a call (step) launched (by correlation id; median and range), with its CPU
+  (wall) time beside it; on a CPU trace the wall time, said so. The CPU times are the calls in the steps ``--compare`` judges (the profiler's first
   left out in a run of 3 or more: one median for both, said once). A range wider than 2x its low end
   is flagged noisy;
 - against the variant before it, when it ran the same workload (shape, dtype, device): the device
@@ -54,13 +54,13 @@ class GlanceRow:
     ops_per_call: Optional[float]
     work_per_call: Optional[float]
     work_unit: str  # "compute ops" | "kernels"
-    median_us: float  # the headline time per call: device time on a trace with device work, else CPU (wall)
+    median_us: float  # the headline time per call (step): device time on a trace with device work, else CPU (wall)
     low_us: float
     high_us: float
     noisy: bool
     lesson: str  # "rule: message", or ""
     time: str = "cpu"  # what median/low/high_us measure: "device" (the work a call launched) or "cpu" (wall)
-    cpu_median_us: Optional[float] = None  # the calls' CPU (wall) time, median
+    cpu_median_us: Optional[float] = None  # the calls' (steps') CPU (wall) time, median, beside a device time
     versus: Optional[dict] = None  # against the variant before it (same workload): see :func:`versus`
 
     def to_json(self) -> dict:
@@ -128,8 +128,11 @@ def glance_row(t: Tables, findings: list, path: str, versus: Optional[dict] = No
         else:
             times, time = cpu, "cpu"
     else:
-        times = Spread(tuple(t.step_rows[i].wall_us for i in judged_steps(t).tolist()))
-        per, calls, ops, work, time = "step", len(t.step_rows), None, None, "cpu"
+        judged = [t.step_rows[i] for i in judged_steps(t).tolist()]
+        times, time = Spread(tuple(r.wall_us for r in judged)), "cpu"
+        per, calls, ops, work = "step", len(t.step_rows), None, None
+        if t.has_gpu and judged and max(r.device_us for r in judged) > 0:
+            times, time, cpu_median = Spread(tuple(r.device_us for r in judged)), "device", times.median
     return GlanceRow(path, variant_of(t), per, calls, ops, work, "kernels" if t.has_gpu else "compute ops",
                      times.median, times.low, times.high, times.noisy, lesson_of(findings), time, cpu_median, versus)
 
@@ -164,11 +167,12 @@ def render_glance(rows: list[GlanceRow], console, skipped: Optional[list] = None
                     if r.work_per_call is not None else None)]
         per = f"{escape(r.per)} x{r.calls}: " + ", ".join(f for f in figures if f) + ("; " if any(figures) else "")
         spread = f"median; {fmt_us(r.low_us)}-{fmt_us(r.high_us)}{', noisy' if r.noisy else ''}"
+        unit = "step" if r.per == "step" else "call"
         if r.time == "device":
-            per += (f"device {fmt_us(r.median_us)} per call ({spread}; the work a call launched), "
+            per += (f"device {fmt_us(r.median_us)} per {unit} ({spread}; the work a {unit} launched), "
                     f"CPU {fmt_us(r.cpu_median_us)} (wall, median)")
         else:
-            per += f"{fmt_us(r.median_us)} per call ({spread})"
+            per += f"CPU {fmt_us(r.median_us)} per {unit} (wall, {spread})"
         console.print(f"[bold]{escape(r.variant)}[/]")
         console.print(Padding(per, (0, 0, 0, 2)))
         for line in versus_lines(r.versus) if r.versus else []:

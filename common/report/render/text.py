@@ -334,15 +334,17 @@ SAID_BY_THE_HEADER = ("no_device_lane",)  # the header's "device: none (no devic
 # what nearly every run shows, whatever its lesson: after the findings that say what this run teaches
 EVERY_RUN = frozenset({"hotspot_op", "hotspot_kernel", "children_heavy", "metadata_only_ops", "matmul_dispatch",
                        "occupancy_query", "gemm_kernels"})
+# true of this run, but of the way it ran more than of what it teaches: after the lesson's own findings
+INCIDENTAL = frozenset({"many_calls", "long_final_sync", "activity_buffer_request", "large_trace"})
 
 
 def short_findings(t: Tables, findings: list[Finding]) -> list[Finding]:
-    """The findings the short report shows: the warnings first, then in the report's order those that say
-    what this run teaches, then what nearly every run shows (EVERY_RUN), at most SHORT_MOST; none the header
-    already says (a CPU-only trace's missing device lane)."""
+    """The findings the short report shows, at most SHORT_MOST: those that say what this run teaches (the
+    warnings first, then the report's order), then the incidental ones (INCIDENTAL: how it ran), then what
+    nearly every run shows (EVERY_RUN); none the header already says (a CPU-only trace's missing device lane)."""
     said = set(SAID_BY_THE_HEADER) if not t.has_gpu else set()
     kept = [f for f in findings if f.rule not in said]
-    return sorted(kept, key=lambda f: (f.level != "warn", f.rule in EVERY_RUN))[:SHORT_MOST]
+    return sorted(kept, key=lambda f: (f.rule in EVERY_RUN, f.rule in INCIDENTAL, f.level != "warn"))[:SHORT_MOST]
 
 
 def render_short(t: Tables, findings: list[Finding], console) -> None:

@@ -127,7 +127,9 @@ def fused_attention(t: Tables):
     """P3.9/P3.10/P3.12/P3.13: a fused backend runs attention as one op (and on a GPU one kernel, its
     name decoded: library, tile, dtype, architecture), after views that put q, k, v in the layout
     the kernel reads (``aten::transpose``; cuDNN reads ``[B, H, S, D]`` as is). The scores never
-    exist as a tensor."""
+    exist as a tensor. The attention kernels are those that ran: the ones SDPA's calls launched, each
+    with its own launch calls (not the other kernels under SDPA), and those CUDA graphs replayed
+    (``cudaGraphLaunch``: captured from SDPA, with no op on the CPU)."""
     s = t.attention.subtrees.get(SDPA)
     if s is None or s.ops.get(MATH):
         return None
@@ -135,9 +137,12 @@ def fused_attention(t: Tables):
     if not fused:
         return None
     op, n = next(iter(fused.items()))
-    kernels = {k: c for k, c in s.kernels.items() if trace_names.kernel_category(k) == "attention"}
-    decoded = [trace_names.describe_attention(d) for d in map(trace_names.decode_attention, kernels) if d]
-    launch = ", ".join(f"{name} x{c}" for name, c in s.launches.items()) if kernels else ""
+    launched = {k: c for k, c in s.kernels.items() if trace_names.kernel_category(k) == "attention"}
+    replayed = t.attention.replayed
+    kernels = Counter(launched) + Counter({k: r.kernels for k, r in replayed.items()})
+    launches = Counter()
+    for k in launched:
+        launches.update(s.kernel_launches.get(k, {}))
     transposes = s.ops.get("aten::transpose", 0)
     ahead, behind = _before_and_after(s, op, "aten::transpose")
     before = (f"after {ahead} aten::transpose per call" if ahead
@@ -145,13 +150,30 @@ def fused_attention(t: Tables):
     if behind:
         before += f" and {behind} after its compute, on the output"
     msg = f"SDPA runs one fused op: {op} ({_per(n, s.calls)}), {before}"
+    ran = [k for k, _ in kernels.most_common()]
+    decoded = [trace_names.describe_attention(d) for d in map(trace_names.decode_attention, ran) if d]
     if kernels:
         msg += (f"; {len(kernels)} attention kernel{'s' if len(kernels) > 1 else ''}: "
-                + "; ".join(decoded or [trace_names.short_name(k, 60) for k in kernels]) + f" (launched by {launch})")
+                + "; ".join(_attention_kernel(k, s.kernel_launches.get(k, {}) if k in launched else {},
+                                              replayed.get(k)) for k in ran))
     return Finding("fused_attention", msg, "", dict(calls=s.calls, ops=fused, transposes=transposes,
                                                    transposes_before_per_call=ahead, transposes_after_per_call=behind,
-                                                   kernels=kernels, decoded=decoded, launches=s.launches),
-                   spans=_spans_of(t, s.op_spans, fused) + _spans_of(t, s.device_spans, kernels))
+                                                   kernels=dict(kernels.most_common()), decoded=decoded,
+                                                   launches=dict(launches.most_common()),
+                                                   replayed={k: r.kernels for k, r in replayed.items()}),
+                   spans=_spans_of(t, s.op_spans, fused) + _spans_of(t, s.device_spans, launched))
+
+
+def _attention_kernel(name: str, launchers: dict, replayed) -> str:
+    """One attention kernel: its name decoded (or shortened), and how it ran: ``launched by cuLaunchKernelEx
+    x12``, and ``replayed 96x by 24 cudaGraphLaunch`` where CUDA graphs replayed it."""
+    decoded = trace_names.decode_attention(name)
+    how = [f"launched by {', '.join(f'{call} x{c}' for call, c in launchers.items())}"] if launchers else []
+    if replayed is not None:
+        how.append(f"replayed {replayed.kernels}x by {replayed.graph_launches} {replayed.launcher}: captured in a "
+                   "CUDA graph, no SDPA op on the CPU")
+    said = trace_names.describe_attention(decoded) if decoded else trace_names.short_name(name, 60)
+    return said + (f" ({'; '.join(how)})" if how else "")
 
 
 def _before_and_after(s, op: str, name: str) -> tuple[int, int]:

@@ -114,7 +114,8 @@ def fused_kernels(t: Tables):
     if not rows:
         return None
     rows.sort(key=lambda r: -r[2])
-    txt = "; ".join(f"{n} -> {trace_names.describe_fused(d)} ({_per_call(c, lane, per, source)})"
+    rows = [(n, _split_listed(d, source), us, c, lane, per, source) for n, d, us, c, lane, per, source in rows]
+    txt = "; ".join(f"{n} -> {_described(d)} ({_per_call(c, lane, per, source)})"
                     for n, d, us, c, lane, per, source in rows[:4])
     more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
     whose = "torch.compile's (Inductor)" if t.compile is not None else "named as Inductor names its kernels"
@@ -126,6 +127,49 @@ def fused_kernels(t: Tables):
                    dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), per_call_us=rounded(per),
                                       launched_from=[caller for caller, _ in source.callers] if source else None, **d)
                                  for n, d, us, c, lane, per, source in rows[:20]], compiled=t.compile is not None))
+
+
+GEMM_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "_scaled_mm", "_int_mm"})
+KIND_OF_KERNEL = {"gemm": "GEMM", "attention": "fused attention"}  # the kernel category an op's own kernel has
+
+
+def _op_kernel_category(op: str) -> str | None:
+    """The category of ``op``'s own kernel where no pointwise or reduction kernel does its work: a GEMM's,
+    an attention's (``_scaled_dot_product_cudnn_attention``); None for the others."""
+    return "gemm" if op in GEMM_OPS else "attention" if "attention" in op else None
+
+
+def _split_listed(d: dict, source) -> dict:
+    """The decoded name ``d`` with the ops whose own kind of kernel still runs beside it moved from ``ops`` to
+    ``listed_not_fused`` ({op: the evidence}): Inductor names a kernel after the ops its nodes came from, and a
+    pointwise (or reduction) kernel that lists ``bmm`` or ``_scaled_dot_product_cudnn_attention`` moves their
+    inputs or outputs; their own GEMM or attention kernel still runs in the same compiled graph calls (an op of
+    that name launched kernels there, or kernels of that category ran there). A template (``tem``) kernel
+    does compute its GEMM: left as it is."""
+    if source is None or d["kind"] not in ("pointwise", "reduction", "persistent reduction"):
+        return {**d, "listed_not_fused": {}}
+    ops_beside, beside = dict(source.ops_beside), dict(source.beside)
+    listed = {}
+    for op in d["ops"]:
+        category = _op_kernel_category(op)
+        if ops_beside.get(f"aten::{op}"):
+            listed[op] = f"aten::{op} launched {ops_beside[f'aten::{op}']:,} kernels of its own"
+        elif category and beside.get(category):
+            listed[op] = f"{beside[category]:,} {KIND_OF_KERNEL[category]} kernels ran"
+    return {**d, "ops": [op for op in d["ops"] if op not in listed], "listed_not_fused": listed}
+
+
+def _described(d: dict) -> str:
+    """:func:`~common.report.model.names.describe_fused`, and the ops the name lists whose own kind of kernel
+    still runs: ``(its name also lists bmm, _scaled_dot_product_cudnn_attention, but their own kernels still run
+    in the same compiled graph calls: 720 GEMM kernels ran; 96 fused attention kernels ran)``."""
+    said = trace_names.describe_fused(d) if d["ops"] or not d["listed_not_fused"] else f"{d['backend']}, {d['kind']}"
+    listed = d["listed_not_fused"]
+    if not listed:
+        return said
+    whose = "that op's own kernel still runs" if len(listed) == 1 else "their own kernels still run"
+    return (f"{said} (its name also lists {', '.join(listed)}, but {whose} in the same compiled graph calls: "
+            f"{'; '.join(dict.fromkeys(listed.values()))})")
 
 
 def _per_call(calls: int, lane: str, per_call_us: float, source) -> str:

@@ -83,13 +83,30 @@ def hotspot_kernel(t: Tables):
     if k.share_pct < 25:
         return None
     idle = t.regime is not None and t.regime.pace == "overhead"
+    near = _near_its_roof(t, k.name)
     hint = ("the GPU idles most of each step (overhead_bound): this kernel is not what costs the time; the "
             "dispatch around it is" if idle else
+            f"the matrix work it belongs to already runs at {near:.0f}% of its roof (device_bound): a faster kernel "
+            "has little left to win; fewer FLOPs, or the rest of the device time, is what is left" if near is not None else
             "start optimising there; find the op that launches it in the trace (the flow arrow)")
     return Finding("hotspot_kernel", f"hotspot kernel: {trace_names.short_name(k.name, 70)} takes {k.share_pct:.1f}% "
                    f"of kernel time ({fmt_us(k.total_us)} in {k.calls:,} calls, median {fmt_us(k.median_us)})",
                    hint,
                    dict(kernel=k.name, share_pct=rounded(k.share_pct), total_us=rounded(k.total_us), calls=k.calls))
+
+
+NEAR_PEAK_PCT = 70.0  # a GEMM or attention kernel at this share of its roof or more: little left to optimise in it
+
+
+def _near_its_roof(t: Tables, kernel: str):
+    """The matrix work's share of its roof (%), where ``kernel`` is a GEMM or attention kernel, the matrix
+    work bounds the kernels on the compute roof and sits at :data:`NEAR_PEAK_PCT` of it or more; else None."""
+    r = t.regime
+    if r is None or r.bound != "compute" or r.matrix is None or trace_names.kernel_category(kernel) not in (
+            "gemm", "attention"):
+        return None
+    pct = r.matrix.pct_of_roof
+    return pct if pct is not None and pct >= NEAR_PEAK_PCT else None
 
 
 VIEW_OPS = trace_names.VIEW_OPS

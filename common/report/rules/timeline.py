@@ -143,10 +143,10 @@ def activity_buffer_request(t: Tables):
 
 
 def kernel_gap(t: Tables):
-    """A gap between two kernels in a single step, with what the CPU was doing meanwhile: when the
-    next kernel's launch began inside the gap, the GPU waited for the CPU (the op and runtime call
-    running then, from the trace: a first call's one-time work, a slow launcher); when the work was
-    queued before the gap, the device side idled (the posts' buffer request shows there as an
+    """A gap between device work in a single step (its neighbours named as what they are), with what the CPU
+    did meanwhile: when the next kernel's launch began inside the gap, the GPU waited for the CPU (the op and
+    runtime call running then: a first call's one-time work, a slow launcher); when its launch call began
+    before the gap and ran into it, the slow launch; when the work was queued before, the device side idled (the posts' buffer request shows there as an
     overlapping Activity Buffer Request). Run more active steps: once is a one-time cost or the
     profiler, every step is your code."""
     if not t.has_gpu or not is_real_steps(t):
@@ -156,25 +156,22 @@ def kernel_gap(t: Tables):
         return None
     i = max((i for i, b in enumerate(best) if b is not None), key=lambda i: best[i].gap_us)
     gap = best[i]
-    g = gap.gap_us
-    med = statistics.median(b.gap_us for j, b in enumerate(best) if b is not None and j != i)
+    g, med = gap.gap_us, statistics.median(b.gap_us for j, b in enumerate(best) if b is not None and j != i)
     if g < 20 or g < 3 * max(med, 1.0):
         return None
-    overlap = list(gap.overlapping)
-    over = f"; overlapping {', '.join(overlap)}" if overlap else ""
-    why, hint = _gap_story(t, i, gap)
-    return Finding("kernel_gap", f"GPU gap: {fmt_us(g)} idle between two kernels inside {t.step_label(i)} "
-                   f"(at +{fmt_us(gap.start_us)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}; "
-                   f"{why}", hint,
+    overlap, (why, hint) = list(gap.overlapping), _gap_story(t, i, gap)
+    over, between = f"; overlapping {', '.join(overlap)}" if overlap else "", getattr(gap.cause, "neighbours", "two events")
+    return Finding("kernel_gap", f"GPU gap: {fmt_us(g)} idle between {between} inside {t.step_label(i)} (at "
+                   f"+{fmt_us(gap.start_us)}), vs a median largest gap of {fmt_us(med)} in the other steps{over}; {why}", hint,
                    dict(step=t.model.steps[i].name, gap_us=rounded(g), at_us=rounded(gap.start_us),
                         median_other_steps_us=rounded(med), overlapping=overlap, **_cause_evidence(gap.cause)),
                    spans=in_window(t, [(rounded(gap.start_us), rounded(g))]))
 
 
-def _cause_evidence(cause) -> dict:
-    c = cause
-    return dict(next_event=c and c.next_event, launch=c and c.launch, launching_op=c and c.op,
-                launched_into_gap_us=c and rounded(c.late_us), cpu_during_gap={n: rounded(u) for n, u in (c.busy if c else ())})
+def _cause_evidence(c) -> dict:
+    return dict(next_event=c and c.next_event, launch=c and c.launch, launching_op=c and c.op, between=c and c.neighbours,
+                launched_into_gap_us=c and rounded(c.late_us), launch_in_gap_us=c and rounded(c.launch_in_gap_us),
+                cpu_during_gap={n: rounded(u) for n, u in (c.busy if c else ())})
 
 
 def _gap_story(t: Tables, step: int, gap) -> tuple[str, str]:
@@ -196,8 +193,13 @@ def _gap_story(t: Tables, step: int, gap) -> tuple[str, str]:
     if "Activity Buffer Request" in gap.overlapping:
         return (f"{nxt} was launched before the gap opened, and the profiler's Activity Buffer Request overlaps it",
                 "the profiler's own buffer request (P1.8): if it appears once, it is the profiler, not your code")
-    return (f"{nxt} was launched before the gap opened ({cause.launch} in {cause.op}): the GPU idled on the device "
-            "side, and the trace names nothing there", once)
+    if not cause.slow_launch:
+        return (f"{nxt} was launched before the gap opened ({cause.launch} in {cause.op}): the GPU idled on the "
+                "device side, and the trace names nothing there", once)
+    return (f"{nxt} was launched by a {cause.launch} call (in {cause.op}) that began before the gap opened and ran "
+            f"{fmt_us(cause.launch_in_gap_us)} into it ({fmt_us(cause.launch_us)} in all): the work could not start "
+            f"before its launch handed it over; meanwhile the CPU ran {busy}", "the slow launch call set this gap, not "
+            f"the device side (the driver's work in the call, such as loading the kernel's module); {once}")
 
 
 def kernel_time_spread(t: Tables):
