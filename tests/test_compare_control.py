@@ -11,10 +11,9 @@ import json
 
 import pytest
 
-from conftest import command_env, event, run_module, run_script, trace_of, write_trace
+from conftest import command_env, event, run_module, trace_of, write_trace
 from h100 import h100_trace
 
-ATTN_SMALL = ["--batch", "2", "--heads", "4", "--seq", "128", "--head_dim", "32"]
 
 
 def compared(a, b) -> tuple[dict, str]:
@@ -148,11 +147,10 @@ def test_a_busier_machine_is_not_a_slower_program(tmp_path):
     assert "x A's" not in dev["verdict"]  # no ratio of medians claimed where the verdict cannot tell
 
 
-def test_a_busier_cpu_is_not_a_slower_program(tmp_path):
-    """A CPU lesson run against a copy of itself on a machine 1.65x busier: the control moved."""
-    run = run_script("04_b_inplace_ops_attention.py", *ATTN_SMALL, "--no-report", trace_dir=tmp_path / "b")
-    assert run.returncode == 0, run.stderr
-    (trace,) = sorted((tmp_path / "b").glob("*.json"))
+def test_a_busier_cpu_is_not_a_slower_program(attention_runs, tmp_path):
+    """A CPU lesson run (the session's in-place attention) against a copy of itself on a machine 1.65x
+    busier: the control moved."""
+    trace = trace_of(attention_runs["inplace"])
     slow = slowed_copy(trace, tmp_path / "busier.json.gz", 1.65, device=False, cpu=True)
     c, _ = compared(trace, slow)
     cpu = c["summary"]["cpu"]
@@ -352,7 +350,7 @@ def test_runs_of_other_shapes_get_no_verdict_per_step(tmp_path):
     c, text = compared(h100_trace("llm_default"), h100_trace("llm_graphs"))
     s = c["summary"]
     assert s["workload_differences"] == ["shape 1x128x32 vs 1x64x8"]
-    assert text.startswith(f"compare A = ") and "unlike runs: the runs ran other work (shape 1x128x32 vs 1x64x8)" in text
+    assert text.startswith("compare A = ") and "unlike runs: the runs ran other work (shape 1x128x32 vs 1x64x8)" in text
     assert text.index("unlike runs:") < text.index("step CPU A")
     for side in (s["cpu"], s["device"]):
         assert not side["judged"] and "the runs ran other work" in side["verdict"] and "x A's" not in side["verdict"]

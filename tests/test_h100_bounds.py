@@ -176,29 +176,23 @@ def test_plain_launches_are_not_called_light_where_gemms_are_among_them():
 # ----------------------------------------------------------------------------- on the CPU: the same conventions
 
 
-def test_sdpa_backends_count_the_same_flops(tmp_path):
+def test_sdpa_backends_count_the_same_flops(attention_runs):
     """04_c's knobs and the report's rate count the same causal attention alike whatever the backend
-    (flash used to count half of auto's, which runs the very same op)."""
-    import gzip
+    (flash used to count half of auto's, which runs the very same op). The session's runs (2x4x256x64)."""
     import json
 
     from common.report import analyze
-    from conftest import run_script
+    from conftest import trace_of
 
-    shape = ("--batch", "1", "--heads", "2", "--seq", "64", "--head_dim", "16")
     flops, rows = {}, {}
     for backend in ("flash", "auto", "math"):
-        run = run_script("04_c_sdpa_attention.py", "--backend", backend, *shape, "--no-report",
-                         trace_dir=tmp_path / backend)
-        assert run.returncode == 0, run.stderr
-        (trace,) = sorted((tmp_path / backend).glob("*.json*"))
-        opened = gzip.open if trace.suffix == ".gz" else open
-        with opened(trace, "rt") as fh:
+        trace = trace_of(attention_runs[backend])
+        with open(trace) as fh:
             flops[backend] = json.load(fh)["lesson"]["matmul_flops_per_step"]
         tables, _ = analyze(trace)
         rows[backend] = next(j.row for j in tables.roofline.rows if j.row.op.startswith("attention forward"))
-    assert set(flops.values()) == {2 * 1 * 2 * 64 * 64 * 16}
-    assert {r.flops for r in rows.values()} == {2 * 1 * 2 * 64 * 64 * 16}
+    assert set(flops.values()) == {2 * 2 * 4 * 256 * 256 * 64}
+    assert {r.flops for r in rows.values()} == {2 * 2 * 4 * 256 * 256 * 64}
 
 
 def test_cpu_overhead_bound_says_its_threshold(tmp_path):

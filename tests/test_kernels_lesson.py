@@ -5,11 +5,16 @@ The lesson itself needs CUDA (tests/gpu); these check the two ways it can fail b
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
-from conftest import REPO
+from conftest import run_script
+
+
+def snippet_run(code: str, *args: str, tmp_path, **env):
+    """``code`` run as a script from the repository root, as a lesson runs (tests/zygote.py's warm start:
+    torch is imported already; what the loader imports, it imports itself)."""
+    path = tmp_path / "snippet.py"
+    path.write_text(code)
+    return run_script(str(path), *args, env=env, timeout=120)
 
 SNIPPET = """
 import importlib.util, sys
@@ -26,20 +31,19 @@ print("loaded", cls.__name__)
 """
 
 
-def load(source: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SNIPPET, source], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120)
+def load(source: str, tmp_path, **env):
+    return snippet_run(SNIPPET, source, tmp_path=tmp_path, **env)
 
 
 def test_hub_unreachable_suggests_pip_source(tmp_path):
     # HF_HUB_OFFLINE: the Hub is unreachable and nothing is cached (an empty HF_HOME)
-    proc = load("hub", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
+    proc = load("hub", tmp_path, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "kernels-community/liger-kernels" in proc.stdout and "use --source pip" in proc.stdout
 
 
-def test_pip_source_without_liger_says_how_to_install():
-    proc = load("pip")
+def test_pip_source_without_liger_says_how_to_install(tmp_path):
+    proc = load("pip", tmp_path)
     try:
         import liger_kernel  # noqa: F401
     except ImportError:
@@ -67,8 +71,7 @@ print("loaded", flash.flash_attn_func.__name__)
 def test_attention_hub_unreachable_says_what_to_run_instead(tmp_path):
     """04_d_kernels_attention.py's loader, the Hub unreachable and nothing cached: one line naming the
     pinned kernel and PyTorch's own flash attention to profile instead."""
-    proc = subprocess.run([sys.executable, "-c", ATTENTION_SNIPPET], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}, timeout=120)
+    proc = snippet_run(ATTENTION_SNIPPET, tmp_path=tmp_path, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "kernels-community/flash-attn2 (version 3)" in proc.stdout
     assert "04_c_sdpa_attention.py --backend flash" in proc.stdout

@@ -216,3 +216,16 @@ def test_no_writable_home_prints_nothing_of_matplotlib(tmp_path):
                           timeout=120)
     assert proc.returncode == 0 and proc.stderr.splitlines()[0].startswith("wrote "), proc.stderr
     assert "atplotlib" not in proc.stderr
+
+
+def test_a_step_of_nothing_is_no_ratio_and_no_negative_zero():
+    """Issue 38, item 4: "-0.0 µs" step walls, and "B's steps vary 289323000000.0x (-0.0 µs-289 µs)": a step
+    of (about) nothing reads as 0.0 µs, and the spread is said from-to, with no ratio over it."""
+    from common.report.facts.steadiness import Spread, TwoRuns
+    from common.report.units import fmt_us
+
+    assert fmt_us(-0.0) == fmt_us(-0.01) == fmt_us(0.0) == "0.0 µs" and fmt_us(-3.0) == "-3.0 µs"
+    b = Spread((-0.0, 289.3, 150.0))
+    assert b.vary_text() == "vary from 0.0 µs to 289 µs"
+    why = TwoRuns(Spread((100.0, 101.0, 102.0)), b).why_not_apart
+    assert "vary from 0.0 µs to 289 µs" in why and "x (" not in why and "-0.0" not in why

@@ -10,6 +10,8 @@ def fmt_us(x) -> str:
     if x is None:
         return "n/a"
     x = float(x)
+    if abs(x) < 0.05:  # -0.0 and a rounding's -0.01 read as what they are: nothing
+        return "0.0 µs"
     if abs(x) >= 1e6:
         return f"{x / 1e6:.2f} s"
     if abs(x) >= 1e3:

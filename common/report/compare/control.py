@@ -232,7 +232,7 @@ def _why_not(two: TwoRuns) -> str | None:
     if two.gap >= WIDER_MIN_US:
         return None
     ranges = f"A {fmt_us(two.a.low)}-{fmt_us(two.a.high)}, B {fmt_us(two.b.low)}-{fmt_us(two.b.high)}"
-    noisy = next((f"{name}'s steps vary {s.high / max(s.low, 1e-9):.1f}x ({fmt_us(s.low)}-{fmt_us(s.high)}): "
+    noisy = next((f"{name}'s steps {s.vary_text()}: "
                   "too noisy to compare, and " for name, s in (("A", two.a), ("B", two.b)) if s.noisy), "")
     if two.overlap:
         return f"{noisy}the ranges overlap ({ranges}): the difference is inside the step-to-step noise"

@@ -49,6 +49,13 @@ class Spread:
     def width(self) -> float:
         return self.high - self.low
 
+    def vary_text(self) -> str:
+        """``vary 3.2x (1.00 ms-3.20 ms)``, or ``vary from 0.0 µs to 289 µs`` where the fastest is under
+        1 µs (a ratio over a step of nothing is no figure)."""
+        if self.low < 1.0:
+            return f"vary from {fmt_us(self.low)} to {fmt_us(self.high)}"
+        return f"vary {self.high / self.low:.1f}x ({fmt_us(self.low)}-{fmt_us(self.high)})"
+
     @property
     def noisy(self) -> bool:
         """max/min over NOISY_RATIO (and more than NOISY_MIN_US apart): too noisy to read small differences."""
@@ -170,7 +177,7 @@ class TwoRuns:
                 return f"{name} has {len(side.values)} step, no measure of its spread"
         for name, side in (("A", self.a), ("B", self.b)):
             if side.noisy:
-                return (f"{name}'s steps vary {side.high / max(side.low, 1e-9):.1f}x ({_range(side)}): "
+                return (f"{name}'s steps {side.vary_text()}: "
                         "too noisy to compare")
         ranges = f"A {_range(self.a)}, B {_range(self.b)}"
         if self.overlap:
