@@ -16,7 +16,8 @@ def run_without_chromium(tmp_path, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k != "CI"}
     nowhere = tmp_path / "bin"  # a PATH with no browser on it
     nowhere.mkdir()
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rsfE", "-p", "no:cacheprovider", BROWSER_TEST],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rsfE", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           BROWSER_TEST],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**clean, "PATH": str(nowhere), **env})
 

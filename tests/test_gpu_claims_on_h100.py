@@ -42,8 +42,8 @@ def test_the_gpu_checks_pass_on_the_h100_runs(tmp_path):
     shutil.copytree(H100_RUNS, runs)
     log, junit = tmp_path / "claims.jsonl", tmp_path / "pytest.xml"
     env = {"GPU_RUNS_DIR": str(runs), "GPU_CLAIMS_LOG": str(log), "CUDA_VISIBLE_DEVICES": ""}
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                        "tests/gpu"], cwd=REPO, capture_output=True, text=True, timeout=600,
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        f"--junitxml={junit}", "tests/gpu"], cwd=REPO, capture_output=True, text=True, timeout=600,
                        env={**os.environ, **env})
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-2000:]
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
