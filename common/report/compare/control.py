@@ -6,7 +6,7 @@ explains, and only a difference beyond that is the code's.
 - Device time: every kernel, memcpy and memset that ran under the same name, as many times per step,
   in both runs (their summed time per step).
 - CPU time: every op that ran in both runs as many times per step with the same ops inside it
-  (:mod:`.same_work`), by its own CPU time, if together they take CPU_CONTROL_MIN_US a step or more: a
+  (:mod:`.same_work`), by its own CPU time, if together they take MIN_US["op"] (1 ms) a step or more: a
   shorter piece of work mostly runs between the scheduler's time slices and misses a busier machine.
   Else the machine probe, when both runs timed the same one (:mod:`common.machine`: a fixed loop timed
   before the profiler started, written in the knobs).

@@ -5,10 +5,11 @@ Per step: CPU (wall) time and device time and their ratio B/A, kernels per step;
 the ops whose calls (or, on a GPU, device time) changed, all per step (:mod:`.rows`). The
 summary compares medians, not means (one slow step moves a mean of three; P1.14), over the steps
 after the profiler's first (often wider: the profiler starting; how much, said per run), shows each run's
-range, and judges the ratio only when every step of one run is faster than every step of the other
-and the work that did not change kept its time (:mod:`.control`). Otherwise the verdict is "cannot
-tell" and why, with the numbers: one stalled step never makes a 200x claim, and a busier machine is
-not a slower program. The result is a JSON-ready dict (what ``--compare --json`` writes); people read
+range, and judges the ratio only when the runs ran the same work per step (:mod:`.alike`: else it says
+what differs, first), every step of one run is faster than every step of the other, and the ratio lies
+beyond what the machine's drift, measured by the work that did not change, explains (:mod:`.control`).
+Otherwise the verdict is "cannot tell" and why, with the numbers: one stalled step never makes a 200x
+claim, and a busier machine is not a slower program. The result is a JSON-ready dict (what ``--compare --json`` writes); people read
 it through :mod:`common.report.render.compare` and the HTML page.
 """
 
