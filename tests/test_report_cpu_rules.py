@@ -264,3 +264,22 @@ def test_the_op_time_spread_is_of_the_typical_step_s_heaviest_op(tmp_path):
     path = matmul_add_trace(tmp_path, "spike.json", step_us=walls, mm_us=[10.0] * 20, add_us=adds, first=0)
     ev = rules(path)["op_time_spread"].evidence
     assert ev["op"] == "aten::mm" and ev["per_step_us"] == [9.9] * 20  # its own time: less resolve_conj's 0.1
+
+
+def test_a_dispatcher_paused_in_one_call_is_still_a_dispatcher(tmp_path):
+    """A busy machine paused one aten::matmul between its hand-off and aten::mm (200 µs of its own time, in
+    step #3): it stays a dispatcher (its calls decide together), not a compute op of that step; the size-64
+    finding names aten::mm and aten::add only (a CI run read aten::matmul as a compute op)."""
+    ev, t = [], 0.0
+    for i in range(4):
+        pause = 200.0 if i == 1 else 0.0
+        wall = 40 + pause
+        ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
+               event("matmul_add", t + 1, wall - 2, "user_annotation"),
+               event("aten::matmul", t + 2, 12 + pause), event("aten::mm", t + 3 + pause, 10),
+               event("aten::add", t + 16 + pause, 4)]
+        t += wall + 1
+    path = tmp_path / "paused.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    tables, found = analyze(path)
+    assert {o.name for o in tables.cpu_work.compute_ops} == {"aten::mm", "aten::add"}

@@ -140,12 +140,17 @@ def is_compute_name(name: str) -> bool:
 
 def compute_ops(*, is_op: np.ndarray, name: np.ndarray, names, dur: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Per CPU event: does it do arithmetic (an op with a compute name that is not a dispatcher, the
-    module's definition)?"""
+    module's definition)? A dispatcher is a name whose calls mostly hand their time to the ops they call."""
     compute_name = np.fromiter((is_compute_name(n) for n in names), dtype=bool, count=len(names))
     op_child = is_op & (parent >= 0)
     child_dur = np.bincount(parent[op_child], weights=dur[op_child], minlength=dur.size)
     dispatcher = child_dur >= DISPATCHER_SHARE * np.maximum(dur, 1e-9)
-    return is_op & compute_name[name] & ~dispatcher
+    # a name's calls decide together: one aten::matmul slowed in its own time (a busy machine's pause between
+    # its hand-off and aten::mm) is still a dispatcher, not a compute op of that step
+    calls = np.bincount(name[is_op], minlength=len(names))
+    handing_off = np.bincount(name[is_op], weights=dispatcher[is_op], minlength=len(names))
+    dispatcher_name = handing_off >= 0.5 * np.maximum(calls, 1)
+    return is_op & compute_name[name] & ~dispatcher_name[name]
 
 
 def split_cpu_work(*, is_op: np.ndarray, name: np.ndarray, names: list, dur: np.ndarray, self_us: np.ndarray,
