@@ -190,11 +190,12 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
            else _why_not(two))
     short = control if control is not None and not control.measures else None
     control = None if short is not None else control
-    if why is None and control is not None and control.explained(two.ratio):
+    told = _told_ratio(two)
+    if why is None and control is not None and control.explained(told):
         low, high = control.explains
         why = (f"the difference is within the machine's drift: {control.text()}, and a machine that much busier "
                f"or idler (or other work under the same names) explains B/A from {low:.2f}x to {high:.2f}x; "
-               f"the steps' B/A is {two.ratio:.2f}x")
+               f"the steps' B/A is {told:.2f}x")
     if why is None and control is None and needs_control:
         unchanged = (short.short_text() if short is not None else
                      "no work ran unchanged in both runs (the same op with the same ops inside it, as many calls "
@@ -209,16 +210,33 @@ def judge(what: str, a: Spread, b: Spread, control: Control | None, *, needs_con
         if control is not None:
             low, high = control.explains
             checked = (f"control: {control.text()}: the machine's drift explains B/A from {low:.2f}x to "
-                       f"{high:.2f}x, not {two.ratio:.2f}x")
+                       f"{high:.2f}x, not {told:.2f}x")
         elif short is not None:
             checked = f"no control for the machine: {short.short_text()}"
         else:
             checked = "no kernel ran unchanged in both runs to control for the machine"
-        verdict = (f"{what} per step: B's median is {two.ratio:.2f}x A's ({medians}), and every {faster} step is "
-                   f"faster than every step of the other (A {fmt_us(a.low)}-{fmt_us(a.high)}, "
-                   f"B {fmt_us(b.low)}-{fmt_us(b.high)}); {checked}")
-    return dict(side, inside_noise=why is not None,
-                judged=why is None, why_not=why, verdict=verdict)
+        ranges = f"(A {fmt_us(a.low)}-{fmt_us(a.high)}, B {fmt_us(b.low)}-{fmt_us(b.high)})"
+        if told != two.ratio:  # a noisy run: its median rests on a slow step; the nearest steps' ratio holds
+            noisy = next(f"{name}'s steps {s.vary_text()}" for name, s in (("A", a), ("B", b)) if s.noisy)
+            verdict = (f"{what} per step: every {faster} step is faster than every step of the other {ranges}, "
+                       f"B/A {told:.2f}x at the nearest ({noisy}: no median ratio from so few, so noisy steps; "
+                       f"medians A vs B: {medians}); {checked}")
+        else:
+            verdict = (f"{what} per step: B's median is {two.ratio:.2f}x A's ({medians}), and every {faster} step is "
+                       f"faster than every step of the other {ranges}; {checked}")
+    judged = why is None
+    return dict(side, ratio=told if judged else two.ratio, at_least=judged and told != two.ratio,
+                inside_noise=not judged, judged=judged, why_not=why, verdict=verdict)
+
+
+def _told_ratio(two: TwoRuns) -> float | None:
+    """The ratio a verdict gives: the medians' where both runs are steady; where one is noisy (steps that
+    vary 2x or more), the nearest steps' (the slower run's fastest over the faster run's slowest): with three
+    steps, one stall carries a median, and every step shows at least this ratio."""
+    r = two.ratio
+    if r is None or not (two.a.noisy or two.b.noisy):
+        return r
+    return two.b.low / two.a.high if r > 1 else two.b.high / two.a.low
 
 
 def _why_not(two: TwoRuns) -> str | None:

@@ -77,8 +77,9 @@ def _short_verdict(side: dict, what: str) -> str:
         control = f"control: the machine probe {c['ratio']:.2f}x"
     else:
         control = f"control: {len(c['names'])} unchanged {c['unit']}{'s' if len(c['names']) > 1 else ''} {c['ratio']:.2f}x"
-    return (f"{what} per step {side['ratio']:.2f}x ({fmt_us(side['a_median_us'])} -> {fmt_us(side['b_median_us'])}), "
-            f"apart in every step; {control}")
+    near = " at the nearest steps (a noisy run)" if side.get("at_least") else ""
+    medians = f"{fmt_us(side['a_median_us'])} -> {fmt_us(side['b_median_us'])}"
+    return f"{what} per step {side['ratio']:.2f}x{near} ({medians}), apart in every step; {control}"
 
 
 def with_versus(digests: list[dict]) -> list[Optional[dict]]:

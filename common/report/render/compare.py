@@ -32,7 +32,11 @@ def _step_table(c: dict, with_device: bool):
     s = c["summary"]
     cpu, dev = s["cpu"], s["device"]
     if cpu:
-        judged = lambda side: fmt(side["ratio"]) if side["judged"] else "?"  # noqa: E731  (the verdict says why)
+        def judged(side: dict) -> str:  # "?" where not judged (the verdict says why); "≥" at the nearest steps
+            if not side["judged"]:
+                return "?"
+            bound = ("≥" if side["ratio"] > 1 else "≤") if side.get("at_least") else ""
+            return bound + fmt(side["ratio"])
         row = ["[bold]median[/]", fmt_us(cpu["a_median_us"]), fmt_us(cpu["b_median_us"]), judged(cpu)]
         if with_device:
             row += [fmt_us(dev["a_median_us"]), fmt_us(dev["b_median_us"]), judged(dev)] if dev else ["-"] * 3
