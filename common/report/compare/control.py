@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from common.report.model import names as trace_names
+from common.report.compare.alike import workload_differences
 from common.report.compare.rows import device_series
 from common.report.compare.same_work import same_work_series
 from common.report.facts.steadiness import WIDER_MIN_US, Spread, TwoRuns
@@ -134,15 +135,9 @@ def probe_control(pa: dict | None, pb: dict | None) -> Control | None:
 
 def same_workload(a: Tables, b: Tables) -> bool:
     """Whether the same op or kernel name can be the same work in both runs: not when the lessons' knobs
-    say the runs had different shapes, dtypes or devices (a trace without knobs cannot tell: its names count)."""
-    wa, wb = workload_of(a), workload_of(b)
-    return wa is None or wb is None or wa == wb
-
-
-def workload_of(t: Tables) -> tuple | None:
-    """(shape, dtype, device) from the lesson's knobs; None for a trace without them."""
-    k = t.knobs
-    return None if k is None else (tuple(k.shape), k.dtype, k.device)
+    say the runs had different shapes, dtypes or devices (:func:`.alike.workload_differences`; a trace
+    without knobs cannot tell: its names count)."""
+    return not workload_differences(a, b)
 
 
 def device_control(a: Tables, b: Tables) -> Control | None:
