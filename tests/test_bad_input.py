@@ -17,6 +17,8 @@ CASES = {
     "absurd mlp": ("03_simple_mlp.py", ["--hidden", "100000000"], {}, "use smaller sizes"),
     "zero in_dim, hyphenated": ("02_linear.py", ["--in-dim", "0"], {}, "must be positive"),
     "unknown dtype": ("01_matmul_add.py", ["--dtype", "int8"], {}, "invalid choice: 'int8'"),
+    "unknown dtype in the environment": ("01_matmul_add.py", [], {"LESSONS_CPU_DTYPE": "int8"},
+                                         "LESSONS_CPU_DTYPE='int8' is not a dtype: one of bf16, fp16, fp32"),
     "cuda without cuda": ("02_linear.py", ["--device", "cuda"], {}, "CUDA is not available"),
     "schedule too short": ("01_matmul_add.py", ["--schedule", "1,1"], {}, "WAIT,WARMUP,ACTIVE"),
     "schedule no active": ("01_matmul_add.py", ["--schedule", "1,1,0"], {}, "ACTIVE and REPEAT must be 1 or more"),

@@ -53,6 +53,21 @@ def test_the_trace_carries_the_runs_knobs(runs):
         assert json.load(f)["lesson"]["warmup"] is True  # 02 warms up by default
 
 
+def test_the_environment_sets_the_default_cpu_dtype(tmp_path):
+    """LESSONS_CPU_DTYPE (the suite's switch to the other CPU's path) sets the dtype of a run without --dtype:
+    its file name, its knobs and a console line that says where the dtype came from; --dtype still wins."""
+    other = "fp32" if CPU_DTYPE == "bf16" else "bf16"
+    env = {"LESSONS_CPU_DTYPE": other}
+    run = run_script("01_matmul_add.py", "--size", "16", "--schedule", "0,0,1", trace_dir=tmp_path, env=env)
+    assert trace(run).name == f"16_{other}_cold_eager_sched-0-0-1.json"
+    assert f"dtype   {other} (LESSONS_CPU_DTYPE)" in run.stdout
+    cpu = json.loads(trace(run).read_text())["lesson"]["cpu"]
+    assert cpu["dtype_from_env"] is True and cpu["dtype_given"] is False
+    given = run_script("01_matmul_add.py", "--size", "16", "--schedule", "0,0,1", "--dtype", CPU_DTYPE,
+                       trace_dir=tmp_path, env=env)
+    assert trace(given).name == f"16_{CPU_DTYPE}_cold_eager_sched-0-0-1.json" and "LESSONS_CPU_DTYPE" not in given.stdout
+
+
 # ----------------------------------------------------------------------------- 2. cold start vs noise
 
 
