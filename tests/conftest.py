@@ -38,6 +38,14 @@ os.environ["REPORT_STRICT_RULES"] = "1"  # a rule that crashes fails the test th
 
 WORKERS = 2  # this machine's cores: the test files run on two workers (pytest-xdist, a dev dependency)
 
+# Bytecode. Where the environment forbids it (PYTHONDONTWRITEBYTECODE, as CI images often set), every process the
+# tests start compiles this repository's modules again, and each worker rewrites every test file's asserts again
+# (0.2 s of a 0.5 s report run; 6 s of a worker's collection). The suite keeps its bytecode outside the tree instead,
+# in one folder for its processes (PYTHONPYCACHEPREFIX, inherited by the workers and every command they start).
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "profiling-lessons-pycache"))
+    sys.dont_write_bytecode, sys.pycache_prefix = False, os.environ["PYTHONPYCACHEPREFIX"]
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
@@ -50,13 +58,23 @@ def pytest_cmdline_main(config):
         config.option.numprocesses, config.option.dist = WORKERS, "loadfile"
 
 
+MEASURED_DTYPE = "LESSONS_SUITE_CPU_DTYPE"  # the session's measurement, handed to the workers (they start later)
+
+
 def _cpu_dtype() -> str:
-    """The dtype a lesson runs in on this CPU without --dtype (common/cpu.py measures it: bf16 where the
-    CPU has bf16 matmul instructions, fp32 where torch emulates bf16), measured once, as a lesson does."""
-    code = "from common.cpu import choose; print(choose(None, 1)[0])"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    """The dtype a lesson runs in on this CPU without --dtype: the one LESSONS_CPU_DTYPE sets (the suite's switch
+    to the other CPU's path, docs/testing.md), else as common/cpu.py measures it (bf16 where the CPU has bf16
+    matmul instructions, fp32 where torch emulates bf16), once a session, as a lesson does."""
+    from common.cpu import DTYPE_ENV, env_dtype
+
+    if os.environ.get(DTYPE_ENV):
+        return env_dtype()
+    if not os.environ.get(MEASURED_DTYPE):
+        code = "from common.cpu import choose; print(choose(None, 1)[0])"
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        os.environ[MEASURED_DTYPE] = out.stdout.strip()
+    return os.environ[MEASURED_DTYPE]
 
 
 CPU_DTYPE = _cpu_dtype()  # "bf16" or "fp32": the <dtype> of a default CPU run's file names

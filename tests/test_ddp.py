@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_DTYPE, CPU_DTYPE_BYTES, DATA_TRACES, REPO, Run, Trace, event, run_torchrun, write_trace
+from conftest import (CPU_DTYPE, CPU_DTYPE_BYTES, DATA_TRACES, REPO, Run, Trace, command_env, event, run_module,
+                      run_torchrun, write_trace)
 from test_pictures import verdicts_under
 
 TINY = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256", "--blocks", "2"]
@@ -34,8 +35,7 @@ def torchrun(*args: str, trace_dir: Path) -> Run:
 
 
 def report(*args, columns: int = 200, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "common.report", *map(str, args)], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "COLUMNS": str(columns)})
+    return run_module("common.report", *args, timeout=timeout, env=command_env(COLUMNS=str(columns)))
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,9 @@ longer on the rank that arrived first (it waited for the other).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import REPO, event, write_trace
+from conftest import event, run_module, write_trace
 
 
 def rank_trace(path: Path, rank: int, *, mm_us: float, gloo_us: list[float], delay_us: float = 0.0,
@@ -37,9 +34,7 @@ def rank_trace(path: Path, rank: int, *, mm_us: float, gloo_us: list[float], del
 
 def job(tmp_path: Path, **ranks) -> tuple[dict, str]:
     paths = [rank_trace(tmp_path / f"job_rank{k}.json", k, **ranks[f"rank{k}"]) for k in (0, 1)]
-    env = {**os.environ, "COLUMNS": "200"}
-    out = [subprocess.run([sys.executable, "-m", "common.report", *map(str, paths), *extra], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120) for extra in (["--json"], [])]
+    out = [run_module("common.report", *paths, *extra, timeout=120) for extra in (["--json"], [])]
     assert all(p.returncode == 0 for p in out), [p.stderr for p in out]
     return json.loads(out[0].stdout)["ranks"], " ".join(out[1].stdout.split())
 

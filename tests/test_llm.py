@@ -8,6 +8,7 @@ threads each would spin against each other and blur the timings the claims compa
 from __future__ import annotations
 
 import bisect
+import functools
 import importlib.util
 import re
 from collections import Counter
@@ -26,8 +27,15 @@ from common.paths import parse_tag
 from common.report import report_json
 
 ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-LAYERS = default_config().num_hidden_layers
 TINY_LAYERS = 2
+
+
+@functools.cache
+def layers() -> int:
+    """The default model's layers (transformers loads when a test asks, not while pytest collects)."""
+    return default_config().num_hidden_layers
+
+
 SMALL = ["--prompt-len", "16", "--new-tokens", "4"]
 WORDS = ("the a of to and in is it that was for on are as with his they at be this from have or by one had not "
          "but what all were when we there can an your which their said if do will each about how up out them then "
@@ -227,7 +235,7 @@ def test_sdpa_one_fused_attention_op_per_layer_and_forward(llm_runs):
     trace = parsed(llm_runs["default"])
     for fwd in forwards(trace):
         sdpas = trace.inside(fwd, "aten::scaled_dot_product_attention")
-        assert len(sdpas) == LAYERS
+        assert len(sdpas) == layers()
         for sdpa in sdpas:
             backends = [e["name"] for e in trace.inside(sdpa) if e["name"].startswith("aten::_scaled_dot_product_")]
             assert len(backends) == 1, backends
@@ -241,8 +249,8 @@ def test_eager_attention_is_matmul_softmax_matmul(llm_runs):
         names = names_in(trace, fwd)
         assert not any(n.startswith("aten::scaled_dot_product") or n.startswith("aten::_scaled_dot_product")
                        for n in names)
-        assert names["aten::softmax"] == LAYERS
-        assert names["aten::bmm"] == 2 * LAYERS
+        assert names["aten::softmax"] == layers()
+        assert names["aten::bmm"] == 2 * layers()
 
 
 # -- L.4 the KV cache ------------------------------------------------------------------------------------------------
@@ -257,7 +265,7 @@ def test_dynamic_cache_grows_by_concatenation_every_token(llm_runs):
             assert not trace.inside(dec, "aten::index_copy_")
             cache_cats = [e for e in trace.inside(dec, "aten::cat")
                           if len(e["args"]["Input Dims"][0][0]) == 4 and e["args"]["Input Dims"][0][0][2] > 1]
-            assert len(cache_cats) == 2 * LAYERS  # keys and values of every layer
+            assert len(cache_cats) == 2 * layers()  # keys and values of every layer
             lengths.append({e["args"]["Input Dims"][0][0][2] for e in cache_cats})
         assert lengths == [{64 + t} for t in range(8)]  # the prompt, then one more token each step
 
@@ -268,10 +276,10 @@ def test_static_cache_written_in_place_no_growth(llm_runs):
     static = parsed(llm_runs["eager_static"])
     dynamic = parsed(llm_runs["default"])
     for fwd in forwards(static):
-        assert len(static.inside(fwd, "aten::index_copy_")) == 2 * LAYERS
+        assert len(static.inside(fwd, "aten::index_copy_")) == 2 * layers()
     cats = {len(static.inside(f, "aten::cat")) for f in forwards(static)}
     grown = {len(dynamic.inside(f, "aten::cat")) for f in forwards(dynamic)}
-    assert len(cats) == 1 and len(grown) == 1 and grown.pop() - cats.pop() == 2 * LAYERS
+    assert len(cats) == 1 and len(grown) == 1 and grown.pop() - cats.pop() == 2 * layers()
 
 
 # -- L.5 torch.compile with each cache -------------------------------------------------------------------------------
@@ -405,14 +413,14 @@ def test_report_names_each_variants_decode_chain(llm_runs):
         seen = names_in(trace, decode)
         (f,) = [f for f in report_json(trace_of(run))["findings"] if f["rule"] == "llm_decode_chain"]
         ev = f["evidence"]
-        assert (ev["attention"], ev["cache"], ev["layers"]) == (attention, cache, LAYERS)
+        assert (ev["attention"], ev["cache"], ev["layers"]) == (attention, cache, layers())
         for op, per_call in ev["per_call"].items():
             assert per_call == seen[op], op  # every decode call runs the same ops
         if cache == "dynamic":
-            assert f"aten::cat {seen['aten::cat']}x, {2 * LAYERS} of them appending" in f["message"]
+            assert f"aten::cat {seen['aten::cat']}x, {2 * layers()} of them appending" in f["message"]
             assert "--cache static" in f["hint"] and "index_copy_" not in f["message"]
         else:
-            assert f"aten::index_copy_ {2 * LAYERS}x (2 per layer" in f["message"] and "--cache static" not in f["hint"]
+            assert f"aten::index_copy_ {2 * layers()}x (2 per layer" in f["message"] and "--cache static" not in f["hint"]
         assert ("aten::scaled_dot_product_attention" in f["message"]) == (attention == "sdpa")
         assert ("aten::softmax" in f["message"]) == (attention == "eager")
         assert "llm_decode_chain: decode, per call:" in run.stdout.replace("\n", " ")

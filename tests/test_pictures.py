@@ -9,11 +9,9 @@ from __future__ import annotations
 import gzip
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from common.paths import parse_tag
 from common.report import analyze
 from common.report.render.json import to_json
 from browser import find_browser
-from conftest import CPU_DTYPE, REPO
+from conftest import CPU_DTYPE, REPO, command_env, run_module
 
 TRACES = REPO / "tests" / "data" / "traces"
 RESNET = TRACES / "kineto" / "v100_resnet50_train.json.gz"
@@ -33,8 +31,7 @@ BROWSER = find_browser()
 
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "common.report", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=180, env={**os.environ, "COLUMNS": "100"})
+    return run_module("common.report", *args, cwd=cwd, timeout=180, env=command_env(COLUMNS="100"))
 
 
 def lesson_trace(run) -> Path:

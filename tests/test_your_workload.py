@@ -8,7 +8,6 @@ appears without --record-shapes, and no finding names a lesson or a post's part 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, module_command, run_script, run_torchrun
+from conftest import REPO, command_env, run_module, run_script, run_torchrun
 
 B, S, D, H = 2, 16, 64, 256  # the MLP's batch, seq, dim, hidden: small, a run takes seconds
 HEADS, SEQ, HEAD_DIM = 4, 64, 32
@@ -153,10 +152,8 @@ def copies(tmp_path_factory):
             run = run_script(str(copy), *CASES[name][2], "--no-report", cwd=folder, env={"HF_HUB_OFFLINE": "1"})
         assert run.returncode == 0, run.stderr
         traces = sorted((folder / "traces").rglob("*.json"))
-        report = subprocess.run(module_command("common.report", "--json", *traces[:1]), cwd=REPO,
-                                capture_output=True, text=True, timeout=120)
-        text = subprocess.run(module_command("common.report", *traces[:1]), cwd=REPO, capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+        report = run_module("common.report", "--json", *traces[:1], timeout=120)
+        text = run_module("common.report", *traces[:1], timeout=120, env=command_env(COLUMNS="80"))
         return name, dict(run=run, folder=folder, traces=traces, doc=json.loads(report.stdout), text=text.stdout)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
