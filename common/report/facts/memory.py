@@ -31,6 +31,7 @@ from typing import Optional
 
 import numpy as np
 
+from common.report.facts.memory_blocks import ALLOCATION_HELPERS, size_uses
 from common.report.model.memory_devices import device_codes
 from common.report.facts.memory_ops import OpMemoryRow, op_memory_table, present
 from common.report.model.build import ANNOTATION, OP, STEP_RE, Model, innermost_ancestor
@@ -82,6 +83,7 @@ class AnnotationMemory:
     allocated_bytes_of_calls: tuple  # per call, in time order
     allocated_at_call_end_bytes: tuple  # per call: the device's allocated level at its end
     step_of_calls: tuple  # per call: the index of its step (-1: none)
+    sizes: tuple = ()  # memory_blocks.SizeUse of each of largest_sizes: its ops, how many live at once
 
 
 @dataclass(frozen=True)
@@ -181,12 +183,12 @@ def _annotations(m: Model, levels: dict) -> tuple:
     order = np.lexsort((cpu.ts[calls], group))  # by name, then start (ties: trace order)
     calls, group = calls[order], group[order]
     bounds = np.searchsorted(group, np.arange(group.max() + 2))
-    top_op = _top_ops(m)
+    event_ops = _event_ops(m)
     spans = {device: _call_spans(m, calls, rows, level) for device, (rows, level) in levels.items()}
     out = []
     for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         for device, span in spans.items():
-            row = _annotation_memory(m, device, span, top_op, start, stop)
+            row = _annotation_memory(m, device, span, event_ops, start, stop)
             if row is not None:
                 out.append(row)
     return tuple(out)
@@ -231,7 +233,7 @@ def _call_spans(m: Model, calls: np.ndarray, rows: np.ndarray, level: np.ndarray
                       per_call(np.maximum(nbytes, 0)), per_call(nbytes), at_end)
 
 
-def _annotation_memory(m: Model, device: str, span: _CallSpans, top_op: np.ndarray, start: int,
+def _annotation_memory(m: Model, device: str, span: _CallSpans, event_ops: tuple, start: int,
                        stop: int) -> Optional[AnnotationMemory]:
     """The row of the calls ``start:stop`` (one name, by start) on ``device``; None if they allocate nothing."""
     calls, n = span.calls[start:stop], stop - start
@@ -241,8 +243,9 @@ def _annotation_memory(m: Model, device: str, span: _CallSpans, top_op: np.ndarr
     lo, hi = span.lo[start:stop], span.hi[start:stop]
     lengths = hi - lo
     # every (call, event) pair, calls by start, each call's events by time
-    at = np.arange(lengths.sum()) + np.repeat(lo - (np.cumsum(lengths) - lengths), lengths)
-    at = at[span.nbytes[at] > 0]
+    every = np.arange(lengths.sum()) + np.repeat(lo - (np.cumsum(lengths) - lengths), lengths)
+    at = every[span.nbytes[every] > 0]
+    top_op, inner_op = event_ops
     sizes, ops = span.nbytes[at], top_op[span.events[at]]
     sizes_seen, counts = np.unique(sizes, return_counts=True)
     largest_sizes = tuple((int(b), float(c) / n) for b, c in zip(sizes_seen[::-1][:LARGEST_SIZES].tolist(),
@@ -254,7 +257,9 @@ def _annotation_memory(m: Model, device: str, span: _CallSpans, top_op: np.ndarr
         largest_sizes=largest_sizes, ops=_op_allocations(m, ops, sizes, n),
         allocated_bytes_of_calls=tuple(span.allocated[start:stop].tolist()),
         allocated_at_call_end_bytes=tuple(span.at_end[start:stop].tolist()),
-        step_of_calls=tuple(m.cpu.step[calls].tolist()))
+        step_of_calls=tuple(m.cpu.step[calls].tolist()),
+        sizes=size_uses(tuple(b for b, _ in largest_sizes), span.nbytes[every], np.repeat(np.arange(n), lengths), n,
+                        top_op[span.events[every]], inner_op[span.events[every]], m.names))
 
 
 def _op_allocations(m: Model, ops: np.ndarray, sizes: np.ndarray, n: int) -> tuple:
@@ -271,13 +276,16 @@ def _op_allocations(m: Model, ops: np.ndarray, sizes: np.ndarray, n: int) -> tup
                               int(total[k]) / n, int(largest[k])) for k in top.tolist())
 
 
-def _top_ops(m: Model) -> np.ndarray:
-    """Per memory event, the name (id) of the op directly under an annotation that encloses it, by the event's
-    innermost op on its thread (-1: outside every op, or on a thread with no CPU event)."""
+def _event_ops(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Per memory event, the names (ids) of two ops that enclose it: the op directly under an annotation, and
+    the event's innermost op on its thread past the allocation helpers (``aten::empty``...: the op that asked
+    for the block); -1: outside every op, or on a thread with no CPU event."""
     cpu, mem = m.cpu, m.mem
     events = np.flatnonzero(mem.thread >= 0)
     ops = np.flatnonzero(cpu.kind == OP)
     out = np.full(mem.n, -1, dtype=np.int64)
+    inner_out = np.full(mem.n, -1, dtype=np.int64)
+    helper = m.name_mask(lambda s: s in ALLOCATION_HELPERS)
     for thread in present(mem.thread[events]).tolist():
         mine = ops[cpu.thread[ops] == thread]
         rec = events[mem.thread[events] == thread]
@@ -290,6 +298,15 @@ def _top_ops(m: Model) -> np.ndarray:
             if not todo.any():
                 break
             current[todo] = innermost_ancestor(cpu.parent, cpu.kind, cpu.max_depth, current[todo], (OP,))
+        inner = current.copy()
+        for _ in range(cpu.max_depth + 2):  # past the allocation helpers, to the op that asked
+            above = innermost_ancestor(cpu.parent, cpu.kind, cpu.max_depth, np.maximum(inner, 0), (OP, ANNOTATION))
+            todo = (inner >= 0) & helper[cpu.name[np.maximum(inner, 0)]] & (above >= 0) & \
+                (cpu.kind[np.maximum(above, 0)] == OP)
+            if not todo.any():
+                break
+            inner[todo] = above[todo]
+        inner_out[rec] = np.where(inner >= 0, cpu.name[np.maximum(inner, 0)], -1)
         # then up to the outermost op below an annotation (or the thread's root)
         for _ in range(cpu.max_depth + 2):
             above = innermost_ancestor(cpu.parent, cpu.kind, cpu.max_depth, np.maximum(current, 0), (OP, ANNOTATION))
@@ -298,4 +315,4 @@ def _top_ops(m: Model) -> np.ndarray:
                 break
             current[todo] = above[todo]
         out[rec] = np.where(current >= 0, cpu.name[np.maximum(current, 0)], -1)
-    return out
+    return out, inner_out

@@ -42,8 +42,9 @@ def _spans_of(t: Tables, spans: dict, names) -> tuple:
 def out_of_place_copy(t: Tables):
     """P3.2/P3.3: ``scores.masked_fill(mask, -inf)`` returns a new tensor, so it first copies the whole
     ``[batch, heads, seq, seq]`` scores (``aten::clone`` -> ``aten::copy_``; on a GPU the extra Memcpy
-    or copy kernel) and fills the copy. ``masked_fill_`` fills the scores in place: no copy, no
-    second scores tensor."""
+    or copy kernel) and fills the copy. ``masked_fill_`` fills the scores in place: no copy, one
+    score-sized allocation less per forward (not always a lower peak: ``attention_scores_memory`` says,
+    where the run recorded its memory)."""
     s = t.attention.subtrees.get("aten::masked_fill")
     clones = s.ops.get("aten::clone", 0) if s is not None else 0
     if not clones:
@@ -59,7 +60,7 @@ def out_of_place_copy(t: Tables):
     share = f", {100 * spent / whole:.0f}% of masked_fill's {of}" if whole > 0 else ""
     return Finding("out_of_place_copy", f"aten::masked_fill is out of place: it copies its input before filling "
                    f"({what}, {_per(clones, s.calls)}, {fmt_us(spent)} in all{share})",
-                   f"fill in place ({where}): the copy and the second scores tensor go (Part 3)",
+                   f"fill in place ({where}): the copy goes, its time and its allocation (Part 3)",
                    dict(calls=s.calls, clones=clones, copy_us=spent, copy_kernels=copies), level="warn",
                    spans=_spans_of(t, s.path_spans, ["aten::clone"]) + _spans_of(t, s.device_spans, copies))
 

@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from common.dtypes import ELEMENT_BYTES
 from common.report.facts import knob_work, workload
 from common.report.findings import Finding
 from common.report.facts.tables import Tables
@@ -24,44 +25,114 @@ def _b(n: float) -> str:
 
 def attention_scores_memory(t: Tables):
     """Attention's memory per forward (--profile-memory, 04_a/b/c/d): how many blocks the size of a
-    [batch, heads, seq, seq] score matrix one forward allocates, and which ops allocate them. Naive
-    attention allocates several (the matmul's scores, the scale, softmax); the out-of-place
-    ``masked_fill`` one more, its copy (``masked_fill_`` writes in place: 04_b); a fused kernel
-    (SDPA flash) none: the scores are never materialised as a tensor."""
+    [batch, heads, seq, seq] score matrix one forward allocates, at each dtype they come in (SDPA's math
+    backend computes in fp32: its scores are twice a 16-bit matrix's bytes), which ops allocate them, and
+    how many are live at once. Naive attention allocates several (the matmul's scores, the scale, softmax);
+    the out-of-place ``masked_fill`` one more, its copy (``masked_fill_`` writes in place: 04_b): one
+    allocation and one copy less, and a lower peak only where the copy is what the peak holds; a fused
+    kernel (SDPA flash) none: the scores are never materialised as a tensor."""
     k, mem = t.knobs, t.memory
     if mem is None or k is None:
         return None
     matrix = workload.scores(k.work) if k.work else knob_work.legacy_scores(k)
     if matrix is None:
         return None
-    scores = matrix.bytes
     rows = [a for a in mem.annotations
             if (a.name == matrix.annotation if matrix.annotation else a.name.endswith("_fwd"))]
     if not rows:
         return None
     a = max(rows, key=lambda r: r.allocated_bytes_per_call)
-    score_sized = sum(per_call for size, per_call in a.largest_sizes if scores <= size <= scores + ROUNDING)
+    uses = _score_sized(a, matrix)
+    score_sized = sum(u.per_call for _, u in uses)
     copy = next((o.bytes_per_call for o in a.ops if o.name == "aten::masked_fill"), 0.0)
-    shape = f"[{', '.join(map(str, matrix.shape))}] {matrix.dtype}"
     head = (f"{a.name} allocates {_b(a.allocated_bytes_per_call)} per forward in {a.allocations_per_call:g} "
             f"allocations on the {a.device}")
+    peak = _copy_at_peak(uses)
     if score_sized:
-        ops = ", ".join(o.name for o in a.ops if scores <= o.largest_bytes <= scores + ROUNDING)
-        message = f"{head}: {score_sized:g} of them the size of a {shape} score matrix ({_b(scores)}): {ops}"
+        message = f"{head}: {_score_list(uses, matrix, score_sized)}"
         if copy:
             message += f"; aten::masked_fill's copy is {_b(copy)} of it per forward"
-        hint = ("the out-of-place masked_fill copies the scores: masked_fill_ writes in place, one score "
-                "matrix less per forward" if copy else
+        hint = (_in_place_hint(peak) if copy else
                 "a fused attention kernel (SDPA's flash backend) never materialises the score matrix")
     else:
-        message = (f"{head}, none as large as a {shape} score matrix ({_b(scores)}): the largest is "
-                   f"{_b(a.largest_allocation_bytes)}; the scores are never materialised")
+        message = (f"{head}, none as large as a {_shape(matrix)} {matrix.dtype} score matrix ({_b(matrix.bytes)}): "
+                   f"the largest is {_b(a.largest_allocation_bytes)}; the scores are never materialised")
         hint = ""
     return Finding("attention_scores_memory", message, hint, dict(
         annotation=a.name, device=a.device, allocated_bytes_per_call=a.allocated_bytes_per_call,
-        allocations_per_call=a.allocations_per_call, scores_shape=list(matrix.shape), scores_bytes=scores,
-        score_sized_per_call=score_sized, largest_bytes=a.largest_allocation_bytes,
+        allocations_per_call=a.allocations_per_call, scores_shape=list(matrix.shape), scores_bytes=matrix.bytes,
+        score_sized_per_call=score_sized,
+        score_sized_by_dtype={dtype: u.per_call for dtype, u in uses},
+        score_sized_ops={dtype: {s.inner: s.per_call for s in u.sources} for dtype, u in uses},
+        scores_live_at_once=max((u.max_live for _, u in uses), default=0),
+        peak_without_copy=peak, largest_bytes=a.largest_allocation_bytes,
         masked_fill_copy_bytes_per_call=copy, ops={o.name: o.bytes_per_call for o in a.ops}))
+
+
+def _shape(matrix) -> str:
+    return f"[{', '.join(map(str, matrix.shape))}]"
+
+
+def _score_sized(a, matrix) -> list:
+    """(dtype, SizeUse) of the annotation's blocks the size of the score matrix at the workload's dtype or at
+    fp32 (the math backend's upcast), largest first."""
+    elements = matrix.bytes // ELEMENT_BYTES[matrix.dtype]
+    dtypes = {matrix.dtype: matrix.bytes, "fp32": elements * ELEMENT_BYTES["fp32"]}
+    return [(dtype, u) for u in a.sizes for dtype, size in dtypes.items() if size <= u.bytes <= size + ROUNDING]
+
+
+def _score_list(uses: list, matrix, total: float) -> str:
+    """``4 of them the size of a [2, 4, 256, 256] bf16 score matrix (1,048,576 B): aten::matmul, ...``, or by
+    dtype: ``3 ...: 2 in fp32 (2,097,152 B: aten::bmm, aten::_softmax), 1 in bf16 (...)``. An op under the
+    annotation that makes one of them is named; one that makes several, by the ops inside it that do."""
+    per_top: dict = {}
+    for _, u in uses:
+        for s in u.sources:
+            per_top[s.op] = per_top.get(s.op, 0.0) + s.per_call
+    inside = sorted({s.op for _, u in uses for s in u.sources if per_top[s.op] > 1})
+
+    def names(u) -> str:
+        labels = {}
+        for s in u.sources:
+            label = s.inner if s.op in inside else s.op
+            labels[label] = labels.get(label, 0.0) + s.per_call
+        return ", ".join(name + (f" x{n:g}" if n != 1 else "") for name, n in labels.items())
+
+    where = f" (inside {', '.join(inside)})" if inside else ""
+    if len(uses) == 1:
+        (dtype, u), = uses
+        return (f"{total:g} of them the size of a {_shape(matrix)} {dtype} score matrix ({_b(u.bytes)}): "
+                f"{names(u)}{where}")
+    parts = ", ".join(f"{u.per_call:g} in {dtype} ({_b(u.bytes)}{' each' if u.per_call != 1 else ''}: {names(u)})"
+                      for dtype, u in uses)
+    return f"{total:g} of them the size of a {_shape(matrix)} score matrix: {parts}{where}"
+
+
+def _copy_at_peak(uses: list) -> Optional[dict]:
+    """Whether masked_fill's copy sets how many score matrices a forward holds at once: the most live at once,
+    right after the copy is made, and right after any other score-sized allocation (None: no copy)."""
+    for _, u in uses:
+        copy = [s for s in u.sources if s.op == "aten::masked_fill"]
+        if copy:
+            others = max((s.live_after for s in u.sources if s.op != "aten::masked_fill"), default=0)
+            at_peak = list(dict.fromkeys(s.op for s in u.sources
+                                         if s.op != "aten::masked_fill" and s.live_after == u.max_live))
+            return dict(live_at_once=u.max_live, after_copy=max(s.live_after for s in copy), after_others=others,
+                        others_at_peak=at_peak, peak_drops=others < u.max_live)
+    return None
+
+
+def _in_place_hint(peak: Optional[dict]) -> str:
+    """masked_fill_: the copy's allocation goes; the peak only where the copy is what it holds."""
+    saved = "masked_fill_ writes in place: one score matrix less allocated (and copied) per forward"
+    if peak is None:
+        return saved
+    if peak["peak_drops"]:
+        return (f"{saved}, and one less at the forward's peak: {peak['live_at_once']} score matrices are live at "
+                "once only while the copy sits beside its input")
+    return (f"{saved}, but not at the forward's peak: {peak['live_at_once']} score matrices are live at once with or "
+            f"without the copy ({', '.join(peak['others_at_peak'])} make their output while their input is still "
+            "live), so the peak memory stays")
 
 
 def kv_cache_growth(t: Tables):
