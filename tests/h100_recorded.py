@@ -105,3 +105,34 @@ MATH = [("+", "aten::empty_strided", 0, 2 * OUT, "q"), ("+", "aten::empty_stride
         ("-", None, 0, "weights"), ("-", None, 0, "out")]
 BASE = 3 * OUT + MIB + 32 * MIB  # q, k, v, the mask, cuBLAS's workspace: live before the window
 
+
+def with_shapes(run: str, dest: Path, annotation: str, plan: list[tuple]) -> Path:
+    """A copy of H100 run ``run`` as ``--record-shapes`` writes it: in every call of ``annotation``, the
+    ``k``-th op named ``op`` gets ``Input Dims``, ``Input type`` and ``Concrete Inputs`` (``plan``: (op, k,
+    dims, types, concrete), ...)."""
+    doc = _doc(run)
+    doc["lesson"]["record_shapes"] = True
+    for call in _calls(doc, annotation):
+        ops = _ops_in(doc, call)
+        for name, k, dims, types, concrete in plan:
+            op = [o for o in ops if o["name"] == name][k]
+            op.setdefault("args", {}).update({"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete})
+    dest.write_text(json.dumps(doc))
+    return dest
+
+
+BF16 = "c10::BFloat16"
+# 03_simple_mlp at the post's shape: gate and up [8192, 768] @ [768, 3072], down [8192, 3072] @ [3072, 768]
+MLP_SHAPES = [("aten::mm", 0, [[8192, 768], [768, 3072]], [BF16] * 2, ["", ""]),
+              ("aten::mm", 1, [[8192, 768], [768, 3072]], [BF16] * 2, ["", ""]),
+              ("aten::mm", 2, [[8192, 3072], [3072, 768]], [BF16] * 2, ["", ""])]
+# 04_c's SDPA (q, k, v [8, 16, 1024, 64], causal), the efficient backend's op beneath it, and that op's kernel
+# launcher, which reads q, k, v as [batch, seq, heads, dim] (custom_mask_type 1: causal)
+QKV = [[8, 16, 1024, 64]] * 3
+SDPA_SHAPES = [("aten::scaled_dot_product_attention", 0, QKV + [[]] * 5, [BF16] * 3 + ["", "Double", "Bool", "", "Bool"],
+                ["", "", "", "", "0.", "True", "", "False"]),
+               ("aten::_scaled_dot_product_efficient_attention", 0, QKV + [[]] * 5,
+                [BF16] * 3 + ["", "Bool", "Double", "Bool", ""], ["", "", "", "", "False", "0.", "True", ""]),
+               ("aten::_efficient_attention_forward", 0, [[8, 1024, 16, 64]] * 3 + [[]] * 11,
+                [BF16] * 3 + [""] * 5 + ["Double", "Int", "Bool", "", "", ""],
+                ["", "", "", "", "", "", "", "", "0.", "1", "False", "", "", ""])]

@@ -52,3 +52,62 @@ def test_in_place_mask_is_not_said_to_lower_a_peak_it_does_not_lower(tmp_path):
     assert "so the peak memory stays" in scores["hint"]
     assert finding(inplace, "attention_scores_memory")["evidence"]["scores_live_at_once"] == 2
 
+
+# -- the roofline table at 80 columns (issue 36, item 4) --------------------------------------------------------------
+
+def _allowed_words(rows: list[list[str]], texts: list[str]) -> set:
+    """Every word the table may print: its headers', title's and caption's words, each cell's words, and an op's
+    name in any run of its pieces (it may wrap after an ``_``)."""
+    from common.report.render.roofline import HEAD
+
+    words = {w for text in [*HEAD, *texts] for w in text.split()}
+    for row in rows:
+        words |= {w for cell in row[1:] for w in cell.split()}
+        pieces = re.findall(r"[^_]*_|[^_]+$", row[0])
+        words |= {"".join(pieces[i:j]) for i in range(len(pieces)) for j in range(i + 1, len(pieces) + 1)}
+    return words
+
+
+def _table_at_80(path) -> tuple[str, set]:
+    """The roofline's section of the text report at 80 columns, and the words it may print."""
+    import io
+
+    from rich.console import Console
+
+    from common.report import tables_of
+    from common.report.render.roofline import caption, table_rows
+    from common.report.render.text import render
+
+    t = tables_of(path)
+    out = io.StringIO()
+    render(t, [], Console(file=out, width=80, color_system=None))
+    text = out.getvalue()
+    section = text[text.index("Roofline (GEMMs"):text.index("findings (0)")]
+    return section, _allowed_words(table_rows(t.roofline), ["Roofline (GEMMs and attention, per op and shape)",
+                                                            caption(t.roofline)])
+
+
+ROOFLINE_CASES = ["h100:sdpa_math", "h100:sdpa_cudnn", "h100:sdpa_efficient", "h100:attn_naive", "h100:mlp",
+                  "h100:p1_64", "shapes:mlp", "shapes:sdpa_efficient", "cpu:02_linear/64x32x64_bf16_warm_eager_shapes",
+                  "cpu:04_a_naive_attention/1x2x64x16_bf16_warm_eager", "cpu:04_c_sdpa_attention/1x2x64x16_bf16_warm_eager_backend-auto"]
+
+
+@pytest.mark.parametrize("case", ROOFLINE_CASES)
+def test_roofline_table_at_80_columns_cuts_no_word(case, tmp_path):
+    """At 80 columns every header, unit and number of the roofline table is whole, and so is each word of a
+    shape; an op's name wraps after an ``_``. The table cut them: "8x16x1024x" over "64 causal" (the H100's
+    attention rows), and with record_shapes' long op names "FLO", "B/s" and "memor" as columns squeezed."""
+    from conftest import DATA_TRACES
+    from h100 import h100_trace
+    from h100_recorded import MLP_SHAPES, SDPA_SHAPES, with_shapes
+
+    kind, name = case.split(":")
+    path = {"h100": lambda: h100_trace(name),
+            "shapes": lambda: with_shapes(name, tmp_path / f"{name}.json", "mlp_fwd" if name == "mlp" else "sdpa_fwd",
+                                          MLP_SHAPES if name == "mlp" else SDPA_SHAPES),
+            "cpu": lambda: DATA_TRACES.parent / "lessons_cpu" / f"{name}.json.gz"}[kind]()
+    text, allowed = _table_at_80(path)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cut = [w for w in text.split() if w not in allowed and set(w) != {"─"}]
+    assert not cut, f"words cut at 80 columns: {cut}\n{text}"
+

@@ -4,6 +4,7 @@ known (matplotlib, inline SVG, through :mod:`.plots`), and the same table."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from common.report.render.plots import WIDTH_IN, Plot, load_pyplot, to_svg
@@ -35,8 +36,7 @@ def table_rows(r: Roofline) -> list[list[str]]:
     out = []
     for j in r.rows[:TOP]:
         row = j.row
-        shape = (_names_only(row.shape) if row.op == GEMMS else row.shape if row.op in KNOB_ROWS
-                 else row.shape.replace(" ", ""))  # "[64, 64]" -> "[64,64]"; words stay
+        shape = _names_only(row.shape) if row.op == GEMMS else row.shape  # "a @ b", "q, k, v causal": words
         out.append([_short(row.op), shape, f"{row.calls:,}",
                     compact(row.flops), compact(row.bytes), compact(row.intensity),
                     compact(row.tflops * 1e12 if row.tflops is not None else None),
@@ -60,22 +60,73 @@ CONVENTION = ("rows from the knobs are per step; attn, the attention forward: on
               "execute (the hand-written attention's the masked half too), at their kernels' dtype")
 
 
-def roofline_table(r: Optional[Roofline]):
-    """The rich table, or None when no GEMM or attention was counted."""
+def roofline_table(r: Optional[Roofline], width: int = 80):
+    """The rich table, or None when no GEMM or attention was counted. At ``width`` columns every header and
+    number stays whole: the op and shape cells wrap (an op's name after an ``_``, a shape at its spaces),
+    never inside a word, and the table drops its edges, then narrows its gaps, where that is what it takes
+    (:func:`fit_cells`)."""
     if r is None or not r.rows:
         return None
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
+    rows, edge, gap = fit_cells(table_rows(r), width)
     table = Table(title="Roofline (GEMMs and attention, per op and shape)", caption=escape(caption(r)),
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=edge, padding=(0, gap))
     for col in HEAD:
-        table.add_column(col, justify="left" if col in ("op", "shape", "bound") else "right", overflow="fold",
-                         no_wrap=col != "shape", min_width=8 if col == "shape" else None)
-    for cells in table_rows(r):
+        table.add_column(col, justify="left" if col in ("op", "shape", "bound") else "right", no_wrap=True)
+    for cells in rows:
         table.add_row(*[escape(c) for c in cells])
     return table
+
+
+LAYOUTS = ((True, 1), (False, 1), (False, 0))  # (edges, padding): gaps of 2 with edges, 2 without, then 1
+
+
+def _spacing(edge: bool, gap: int) -> int:
+    """The columns a table of HEAD's columns takes beyond its cells: between two columns 2 (padding 1) or 1
+    (padding 0), and 1 at each edge where it shows them."""
+    return (2 if gap else 1) * (len(HEAD) - 1) + (2 if edge else 0)
+
+
+def fit_cells(rows: list[list[str]], width: int) -> tuple[list[list[str]], bool, int]:
+    """(the rows with their op and shape cells wrapped, lines joined by newlines; the table's edges; its
+    padding) so that the table fits ``width`` columns: the number columns keep their width (their header or
+    widest cell); the op and shape columns share the rest, the wider narrowed first, down to their longest
+    unbreakable piece; where even that does not fit, the table drops its edges, then its gaps narrow to one
+    space (past that it is wider than ``width``: a word is never cut)."""
+    fixed = sum(max(len(HEAD[i]), *(len(row[i]) for row in rows)) for i in range(2, len(HEAD)))
+    pieces = [[_op_pieces(row[0]), row[1].split(" ")] for row in rows]
+    glue = ("", " ")
+    natural = [max(len(HEAD[i]), *(len(glue[i].join(p[i])) for p in pieces)) for i in (0, 1)]
+    least = [max(len(HEAD[i]), *(len(x) for p in pieces for x in p[i])) for i in (0, 1)]
+    edge, gap = next(((e, g) for e, g in LAYOUTS if fixed + sum(least) + _spacing(e, g) <= width), LAYOUTS[-1])
+    room = width - _spacing(edge, gap) - fixed
+    widths = list(natural)
+    while sum(widths) > room:
+        i = 0 if widths[0] - least[0] > widths[1] - least[1] else 1
+        if widths[i] <= least[i]:
+            break
+        widths[i] -= 1
+    return ([[_wrapped(p[0], "", widths[0]), _wrapped(p[1], " ", widths[1]), *row[2:]] for p, row in zip(pieces, rows)],
+            edge, gap)
+
+
+def _op_pieces(name: str) -> list[str]:
+    """``_scaled_dot_product_flash_attention`` -> ``_``, ``scaled_``, ``dot_``...: where an op's name may wrap."""
+    return [piece for piece in re.findall(r"[^_]*_|[^_]+$", name) if piece] or [name]
+
+
+def _wrapped(pieces: list[str], glue: str, width: int) -> str:
+    """The pieces joined by ``glue``, a new line before a piece that would pass ``width`` (none is cut)."""
+    lines = [pieces[0]]
+    for piece in pieces[1:]:
+        if len(lines[-1]) + len(glue) + len(piece) <= width:
+            lines[-1] += glue + piece
+        else:
+            lines.append(piece)
+    return "\n".join(lines)
 
 
 def roofline_plot(r: Optional[Roofline]) -> Optional[Plot]:

@@ -324,7 +324,7 @@ def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=
 def _print_roofline(t: Tables, console) -> None:
     from common.report.render.roofline import roofline_table
 
-    table = roofline_table(t.roofline)
+    table = roofline_table(t.roofline, console.width)
     if table is not None:
         console.print(table)
 
