@@ -111,3 +111,22 @@ def test_roofline_table_at_80_columns_cuts_no_word(case, tmp_path):
     cut = [w for w in text.split() if w not in allowed and set(w) != {"─"}]
     assert not cut, f"words cut at 80 columns: {cut}\n{text}"
 
+
+# -- device_bound's figure for the matrix work (issue 36, item 4) -----------------------------------------------------
+
+def test_device_bound_quotes_all_the_gemms_together(tmp_path):
+    """With record_shapes the MLP's GEMMs are two roofline rows (gate and up, 6 calls; down, 3): "the matrix
+    work ... runs at" quoted the top row's 675 TFLOP/s where the three GEMMs together ran at 698, the figure
+    the same run gives without record_shapes. The sentence names all the matrix work: it quotes all of it."""
+    from h100 import h100_trace
+    from h100_recorded import MLP_SHAPES, with_shapes
+
+    shaped = report_json(with_shapes("mlp", tmp_path / "mlp.json", "mlp_fwd", MLP_SHAPES))
+    rows = shaped["roofline"]["rows"]
+    assert [r["calls"] for r in rows] == [6, 3] and rows[0]["tflops"] < 680  # the top row alone: 675
+    together = sum(r["flops"] * r["calls"] for r in rows) / sum(r["time_us"] for r in rows) / 1e6
+    message = finding(shaped, "device_bound")["message"]
+    assert f"runs at {together:.0f} TFLOP/s" in message and f"{rows[0]['tflops']:.0f} TFLOP/s" not in message
+    plain = finding(report_json(h100_trace("mlp")), "device_bound")["message"]
+    assert f"runs at {together:.0f} TFLOP/s" in plain  # the knobs' GEMMs row: the same figure
+    assert "record_shapes=True" not in finding(shaped, "hotspot_op")["hint"]  # never advise what the run did

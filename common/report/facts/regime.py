@@ -27,7 +27,8 @@ import numpy as np
 from common.report.model import names as trace_names
 from common.report.facts.knob_work import ATTENTION
 from common.report.model.build import KERNEL, Model
-from common.report.facts.roofline import Judged, Roofline
+from common.report.facts.roofline import Judged, Roofline, Row, judge_row
+from common.report.model.peaks import Peak
 
 DEVICE_BOUND_FROM = 0.8  # device time per step / host wall per step, medians: at or above, device-bound
 OVERHEAD_BELOW = 0.5  # under this, the GPU idles most of each step: overhead-bound
@@ -52,6 +53,7 @@ class Regime:
     bound: Optional[str]  # "compute" | "memory" | None (cannot tell)
     why_not: str = ""  # why no bound, where none
     profiler_steps: bool = True  # the steps are ProfilerSteps (else one window of all events)
+    matrix_part: str = ""  # "": ``matrix`` is all the counted matrix work; else which part of it (op and shape)
 
     @property
     def device_share(self) -> float:
@@ -89,9 +91,9 @@ def regime_of(m: Model, roofline: Optional[Roofline]) -> Optional[Regime]:
     share = device_us / wall_us if wall_us > 0 else 0.0
     pace = "device" if share >= DEVICE_BOUND_FROM else "overhead" if share < OVERHEAD_BELOW else None
     classes = _class_times(m, in_step)
-    matrix = _matrix_row(roofline)
+    matrix, part = _matrix_row(roofline)
     bound, why_not = _bound(*classes, matrix)
-    return Regime(device_us, wall_us, pace, *classes, matrix, bound, why_not, m.window_source == "ProfilerStep")
+    return Regime(device_us, wall_us, pace, *classes, matrix, bound, why_not, m.window_source == "ProfilerStep", part)
 
 
 def _class_times(m: Model, in_step: np.ndarray) -> tuple[float, float, float]:
@@ -111,14 +113,35 @@ def _class_of(name: str, kind: int) -> int:
     return 1 if memory_class(name, kind) else 2
 
 
-def _matrix_row(roofline: Optional[Roofline]) -> Optional[Judged]:
-    """The roofline row that judges the kernels' matrix work: the one with most time among the op rows
-    (the GEMMs or attention kernels themselves); the attention forward's row only where it is the sole
-    one (a fused kernel, whose row it is)."""
+def _matrix_row(roofline: Optional[Roofline]) -> tuple[Optional[Judged], str]:
+    """The roofline row that judges the kernels' matrix work, and "" where it is all of it (else which part):
+    the op rows (the GEMMs or attention kernels themselves) together, where they share one dtype's peak
+    (:func:`combined`: a run with record_shapes has a row per shape, and "the matrix work" is all of
+    them); the one with most time where they do not; the attention forward's row only where it is the sole one
+    (a fused kernel, whose row it is)."""
     if roofline is None or not roofline.rows:
-        return None
+        return None, ""
     ops = [j for j in roofline.rows if j.row.op != ATTENTION]
-    return ops[0] if ops else roofline.rows[0]
+    if not ops:
+        return roofline.rows[0], ""
+    if any(j.impossible for j in ops) or len({(j.peak_unit, j.row.dtype) for j in ops}) > 1:
+        return ops[0], f"{ops[0].row.op} {ops[0].row.shape}" if len(ops) > 1 else ""
+    return combined(ops, roofline.peak), ""
+
+
+def combined(rows: list, peak: Optional[Peak]) -> Judged:
+    """Judged rows of one dtype as one row: every call's FLOPs and ideal bytes summed, over their summed time
+    (what they achieved together: the step's GEMMs, not its largest one), held to the peaks as one row."""
+    if len(rows) == 1:
+        return rows[0]
+    first = rows[0]
+    nbytes = None if any(j.row.bytes is None for j in rows) else sum(j.row.bytes * j.row.calls for j in rows)
+    row = Row("together: " + ", ".join(dict.fromkeys(j.row.op for j in rows)), "; ".join(j.row.shape for j in rows),
+              first.row.dtype, 1, sum(j.row.flops * j.row.calls for j in rows), nbytes,
+              sum(j.row.time_us for j in rows), None, any(j.row.tf32 for j in rows))
+    if peak is None or first.peak_tflops is None:
+        return Judged(row, None, first.peak_unit, None, None, None, None)
+    return judge_row(row, peak)
 
 
 def matrix_bound(matrix: Optional[Judged]) -> tuple[Optional[str], str]:

@@ -384,14 +384,14 @@ def judge(r: Rows) -> Roofline:
                         r.step_flops, r.step_wall_us)
     note = (f"{name}: peaks of the {peak.device} ({peak.source}), dense (no sparsity); "
             f"memory {_or_unknown(peak.memory_gbs, 'GB/s')}")
-    return Roofline(tuple(_judge_row(row, peak) for row in r.rows), r.source, r.timed_on, name, peak, note,
+    return Roofline(tuple(judge_row(row, peak) for row in r.rows), r.source, r.timed_on, name, peak, note,
                     r.step_flops, r.step_wall_us)
 
 
 NEAR_ROOF_PCT = 50.0  # a row is bound by a roof when its measured rate reaches this share of it
 
 
-def _judge_row(row: Row, peak: Peak) -> Judged:
+def judge_row(row: Row, peak: Peak) -> Judged:
     """The row against both roofs. Its bound is the roof its measured rate comes near (NEAR_ROOF_PCT of the
     roof at its intensity: the compute peak above the ridge point, the bandwidth's line below it); far under
     both, none: the kernels' own limits hold them, or they do more than the operation needs. So the same

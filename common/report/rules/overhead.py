@@ -165,6 +165,14 @@ def launched_work(op) -> str:
     return ", ".join(f"{n:,} {word}{'s' if n != 1 else ''}" for n, word in parts if n) or "no device work"
 
 
+def _its_shapes(t: Tables) -> str:
+    """Where the op's shapes are: in the trace where the run recorded them (the roofline read them), else a flag
+    away."""
+    if t.roofline is not None and t.roofline.source == "record_shapes":
+        return "its shapes (in the trace: the run recorded them; the roofline table gives the rate per shape)"
+    return "its shapes (record_shapes=True)"
+
+
 def hotspot_op(t: Tables):
     """One op dominates the device (or, on a CPU trace, the CPU) time: the op-level hotspot."""
     ops = _ops(t)
@@ -178,7 +186,7 @@ def hotspot_op(t: Tables):
         share = 100 * top.self_device_us / total
         return Finding("hotspot_op", f"hotspot op: {top.name} launches {share:.1f}% of device time "
                        f"({fmt_us(top.self_device_us)} in {top.calls:,} calls: {launched_work(top)})",
-                       "look at its shapes (record_shapes=True) and the kernels it picks",
+                       f"look at {_its_shapes(t)} and the kernels it picks",
                        dict(op=top.name, share_pct=rounded(share), self_device_us=rounded(top.self_device_us),
                             calls=top.calls))
     work = steady_work(t)
@@ -193,7 +201,7 @@ def hotspot_op(t: Tables):
     calls = top.calls / max(len(t.model.steps), 1)
     hint = {"overhead": "each call is short: bigger batches or fewer calls amortise the dispatch",
             "compute": "its own work is the cost: less arithmetic or a faster kernel for this shape and dtype"}.get(
-        _cpu_regime(t), "look at its shapes (record_shapes=True) and how often it is called")
+        _cpu_regime(t), f"look at {_its_shapes(t)} and how often it is called")
     return Finding("hotspot_op", f"hotspot op: {top.name} takes {share:.1f}% of the ops' self CPU time in a step "
                    f"({fmt_us(top_us)} per step, {calls:,.0f} call{'s' if calls != 1 else ''}; medians over "
                    f"{len(work.steps)} steps){outlier_note(t, top)}",

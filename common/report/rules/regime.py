@@ -35,8 +35,10 @@ def kernels_text(r: Regime) -> str:
                 f"{fmt_tflops(j.row.tflops)}, {fmt_pct(j.pct_of_peak)} of the {j.peak_unit} peak")
         side = "under" if j.bound == "memory" else "above"
         itself = f" ({j.bound}-bound itself)" if r.bound is not None and j.bound != r.bound else ""
-        gemms = (f"the matrix work ({r.pct(r.matrix_us):.0f}%) has {j.row.intensity:,.0f} FLOP/byte, {side} the "
-                 f"{j.peak_unit} ridge point ({j.ridge:,.0f}), and runs at {rate}{itself}")
+        what = (f"the matrix work ({r.pct(r.matrix_us):.0f}%)" if not r.matrix_part else
+                f"the matrix work ({r.pct(r.matrix_us):.0f}%), by its largest part ({r.matrix_part}),")
+        gemms = (f"{what} has {j.row.intensity:,.0f} FLOP/byte, {side} the {j.peak_unit} ridge point ({j.ridge:,.0f}), "
+                 f"and runs at {rate}{itself}")
     if r.bound == "memory":
         memory = (f"{r.pct(r.memory_us):.0f}% of the device time is memory work (copies, elementwise, softmax: "
                   "a few FLOPs per byte)")
