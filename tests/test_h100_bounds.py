@@ -158,6 +158,15 @@ def test_an_idle_gpus_hotspot_kernel_is_not_where_to_start():
     assert "start optimising" not in _finding("p1_4096", "hotspot_kernel").hint  # a GEMM at 78% of its roof (issue 36)
 
 
+def test_an_overhead_bound_run_whose_kernel_fills_the_gpu_is_not_called_too_small():
+    """cuDNN's attention kernel runs one block per SM for 57 µs: the roofline's rate, over kernel time, is not
+    low because calls are too small (the host's dispatch is not in it); a 64x64 GEMM's 2 µs kernel is."""
+    assert "too small" not in _finding("sdpa_cudnn", "roofline").hint
+    assert "its kernels fill the SMs (100% SM efficiency" in _finding("sdpa_cudnn", "roofline").hint
+    assert "each call is too small to keep the GPU busy" in _finding("p1_64", "roofline").hint
+    assert "each call is too small to keep the GPU busy" in _finding("linear", "roofline").hint  # 2.5 µs a call
+
+
 def test_no_fusion_advice_to_one_fused_kernel_per_step():
     f = _finding("sdpa_cudnn", "overhead_bound")
     assert f is not None and "fuse ops" not in f.hint and "torch.compile)" not in f.hint

@@ -81,14 +81,28 @@ def _steps_text(r) -> str:
     return f"; {work}over the steps' wall time (dispatch and the other ops included) {fmt_tflops(r.step_tflops)}"
 
 
+FILLS_THE_GPU_PCT = 90.0  # kernels whose blocks cover this share of the SMs over their time are not too small...
+SHORT_CALL_US = 10.0  # ... unless a call's kernels take less than this: launch and ramp-up are most of it
+
+
 def _far_hint(t: Tables, row) -> str:
-    """Why a row is near neither roof: too little work per call where the GPU idles; where it is busy, the
+    """Why a row is near neither roof: too little work per call where the GPU idles and its kernels' blocks
+    leave SMs empty (the kernel-time-weighted SM efficiency under FILLS_THE_GPU_PCT: a 64x64 GEMM's 8 blocks on
+    132 SMs) or a call's kernels take a few µs (SHORT_CALL_US); not where they fill the SMs for longer (cuDNN's
+    attention kernel, one block per SM for 57 µs: the rate, over kernel time, leaves the host's dispatch out,
+    and the kernels' own limits hold it); where it is busy, the
     step's kernels doing mostly memory work the operation does not need (a row timed by all the step's device
     work, device_bound's verdict), else the kernels' own limits."""
     r = t.regime
-    if r is None or r.pace == "overhead":
+    filled = t.numbers.efficiency.kernel_weighted_sm_efficiency_pct
+    small = filled is None or filled < FILLS_THE_GPU_PCT or row.time_us < SHORT_CALL_US * max(row.calls, 1)
+    if (r is None or r.pace == "overhead") and small:
         return ("far under its roof: each call is too small to keep the GPU busy (overhead-bound: bigger work per "
                 "call raises the share)")
+    if r is not None and r.pace == "overhead":  # the kernels fill the SMs: the idle host time is not in this rate
+        return (f"its kernels fill the SMs ({filled:.0f}% SM efficiency over their time), and the GPU's idle time "
+                "between calls (overhead_bound) is not in this rate: read the kernels' own limits: the launch "
+                "estimates table (occupancy, blocks per SM)")
     if row.op == ATTENTION and r.bound == "memory":
         return (f"the step's kernels are mostly memory work ({r.pct(r.memory_us):.0f}% of the device time: "
                 "device_bound): passes over the scores the operation itself does not need")
