@@ -76,18 +76,21 @@ def _no_occupancy_query(gpu: Gpu, ev: dict):
 
 def hotspot_kernel(t: Tables):
     """One event dominates CUDA total: that's your hotspot. Start the optimization there (where the GPU
-    sets the pace; where it idles most of each step, the dispatch is the cost, not the kernel)."""
+    sets the pace; where it idles most of each step, the dispatch is the cost, not the kernel; on a GEMM or
+    attention kernel whose matrix work is compute-bound, what a faster kernel could win at most, beside
+    device_bound's "the arithmetic is the cost", with no threshold that words the same kernel two ways)."""
     if not t.kernels:
         return None
     k = t.kernels[0]
     if k.share_pct < 25:
         return None
     idle = t.regime is not None and t.regime.pace == "overhead"
-    near = _near_its_roof(t, k.name)
+    roof = _share_of_roof(t, k.name)
     hint = ("the GPU idles most of each step (overhead_bound): this kernel is not what costs the time; the "
             "dispatch around it is" if idle else
-            f"the matrix work it belongs to already runs at {near:.0f}% of its roof (device_bound): a faster kernel "
-            "has little left to win; fewer FLOPs, or the rest of the device time, is what is left" if near is not None else
+            f"the matrix work it belongs to already runs at {roof:.0f}% of its roof (device_bound): a faster kernel "
+            f"for this shape could win {100 / roof:.2f}x at most (the datasheet's peak, which no kernel reaches); "
+            "fewer FLOPs, or the rest of the device time, is what is left" if roof is not None else
             "start optimising there; find the op that launches it in the trace (the flow arrow)")
     return Finding("hotspot_kernel", f"hotspot kernel: {trace_names.short_name(k.name, 70)} takes {k.share_pct:.1f}% "
                    f"of kernel time ({fmt_us(k.total_us)} in {k.calls:,} calls, median {fmt_us(k.median_us)})",
@@ -95,18 +98,15 @@ def hotspot_kernel(t: Tables):
                    dict(kernel=k.name, share_pct=rounded(k.share_pct), total_us=rounded(k.total_us), calls=k.calls))
 
 
-NEAR_PEAK_PCT = 70.0  # a GEMM or attention kernel at this share of its roof or more: little left to optimise in it
-
-
-def _near_its_roof(t: Tables, kernel: str):
-    """The matrix work's share of its roof (%), where ``kernel`` is a GEMM or attention kernel, the matrix
-    work bounds the kernels on the compute roof and sits at :data:`NEAR_PEAK_PCT` of it or more; else None."""
+def _share_of_roof(t: Tables, kernel: str):
+    """The matrix work's share of its roof (%), where ``kernel`` is a GEMM or attention kernel and the matrix
+    work bounds the kernels on the compute roof (device_bound's "the arithmetic is the cost"): a faster kernel
+    wins at most 100/share; else None."""
     r = t.regime
     if r is None or r.bound != "compute" or r.matrix is None or trace_names.kernel_category(kernel) not in (
             "gemm", "attention"):
         return None
-    pct = r.matrix.pct_of_roof
-    return pct if pct is not None and pct >= NEAR_PEAK_PCT else None
+    return r.matrix.pct_of_roof
 
 
 VIEW_OPS = trace_names.VIEW_OPS
