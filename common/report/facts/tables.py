@@ -47,6 +47,7 @@ from common.report.facts.bandwidth import BandwidthFacts, bandwidth_facts
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.first_step import FirstStepFacts, first_step_facts
 from common.report.facts.gemm import GemmFacts, gemm_facts
+from common.report.facts.lag import LagFacts, lag_facts
 from common.report.facts.overhead import OverheadFacts, overhead_facts
 from common.report.facts.phases import PhasesFacts, phases_facts
 from common.report.facts.timeline import TimelineFacts, timeline_facts
@@ -90,6 +91,7 @@ class Tables:
     per_phase: PhasesFacts  # each phase's call spans and op chains (:mod:`.phases`; ``phases`` holds the rows)
     attention: AttentionFacts  # what ran inside masked_fill and SDPA (:mod:`.attention`)
     bandwidth: BandwidthFacts  # memory-bound kernels' bytes per second against the card's (:mod:`.bandwidth`)
+    lag: LagFacts  # how far the GPU runs behind the host, the window's start to its end (:mod:`.lag`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -157,7 +159,7 @@ def build_tables(m: Model) -> Tables:
         copies=copies_facts(m),
         per_phase=phases_facts(m, [p.name for p in phases]),
         attention=attention_facts(m),
-        bandwidth=bandwidth_facts(m),
+        bandwidth=bandwidth_facts(m), lag=lag_facts(m),
     )
 
 

@@ -26,7 +26,7 @@ import os
 from common.report.findings import Finding
 from common.report.rules import attention, bandwidth, copies, first_step, gemm, guess, hand_written, memory
 from common.report.rules import compile as compiled
-from common.report.rules import overhead, phases, regime, roofline, timeline, trace
+from common.report.rules import lag, overhead, phases, regime, roofline, timeline, trace
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -36,6 +36,7 @@ RULES: list = [
     overhead.overhead_bound,
     overhead.compute_bound,
     regime.device_bound,
+    lag.gpu_behind_host,
     bandwidth.memory_bandwidth,
     overhead.regime_cannot_tell,
     gemm.hotspot_kernel,
