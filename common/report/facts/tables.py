@@ -42,6 +42,7 @@ from common.report.model.intervals import Intervals
 from common.report.model.lanes import CpuLane
 from common.report.model.plausible_rates import checked_roofline
 # the themes' records
+from common.report.facts.arch import ArchFacts, arch_facts
 from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.bandwidth import BandwidthFacts, bandwidth_facts
 from common.report.facts.copies import CopiesFacts, copies_facts
@@ -92,6 +93,7 @@ class Tables:
     attention: AttentionFacts  # what ran inside masked_fill and SDPA (:mod:`.attention`)
     bandwidth: BandwidthFacts  # memory-bound kernels' bytes per second against the card's (:mod:`.bandwidth`)
     lag: LagFacts  # how far the GPU runs behind the host, the window's start to its end (:mod:`.lag`)
+    arch: ArchFacts  # the GPU generation the matrix kernels were designed for, and the card's (:mod:`.arch`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -159,7 +161,7 @@ def build_tables(m: Model) -> Tables:
         copies=copies_facts(m),
         per_phase=phases_facts(m, [p.name for p in phases]),
         attention=attention_facts(m),
-        bandwidth=bandwidth_facts(m), lag=lag_facts(m),
+        bandwidth=bandwidth_facts(m), lag=lag_facts(m), arch=arch_facts(m),
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 from common.report.findings import Finding
-from common.report.rules import attention, bandwidth, copies, first_step, gemm, guess, hand_written, memory
+from common.report.rules import arch, attention, bandwidth, copies, first_step, gemm, guess, hand_written, memory
 from common.report.rules import compile as compiled
 from common.report.rules import lag, overhead, phases, regime, roofline, timeline, trace
 
@@ -65,6 +65,7 @@ RULES: list = [
     hand_written.hand_written_kernels,
     gemm.gemm_kernels,
     roofline.roofline,
+    arch.kernel_arch,
     phases.overhead_bound_phase,
     phases.llm_decode_chain,
     compiled.cuda_graphs,
