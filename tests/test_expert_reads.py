@@ -128,6 +128,33 @@ def test_the_workloads_own_count_gives_the_same_bytes(tmp_path):
     assert "mul" not in _rows(analyze(_copy("attn_naive", tmp_path / "twice.json", work=twice))[1])
 
 
+SCORES_DIMS = [8, 16, 1024, 1024]
+RECORDED = {  # what record_shapes writes on the naive forward's memory ops: Input Dims, Input type
+    "aten::mul": ([SCORES_DIMS, []], ["c10::BFloat16", "Scalar"]),
+    "aten::masked_fill": ([SCORES_DIMS, [1024, 1024], []], ["c10::BFloat16", "bool", "Scalar"]),
+    "aten::clone": ([SCORES_DIMS, []], ["c10::BFloat16", ""]),
+    "aten::copy_": ([SCORES_DIMS, SCORES_DIMS, []], ["c10::BFloat16", "c10::BFloat16", "Scalar"]),
+    "aten::masked_fill_": ([SCORES_DIMS, [1024, 1024], []], ["c10::BFloat16", "bool", "Scalar"]),
+    "aten::_softmax": ([SCORES_DIMS, [], []], ["c10::BFloat16", "Scalar", "Scalar"])}
+
+
+def test_recorded_shapes_give_the_same_bytes(tmp_path):
+    """With --record-shapes each op's own shapes give its bytes: the fill's (the innermost op around the kernel,
+    aten::masked_fill_, read and written in place), the scale's and the softmax's, as the knobs do."""
+    with gzip.open(h100_trace("attn_naive"), "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e["name"] in RECORDED:
+            e.setdefault("args", {}).update(zip(("Input Dims", "Input type"), RECORDED[e["name"]]))
+    doc["lesson"]["record_shapes"] = True
+    (dest := tmp_path / "shapes.json").write_text(json.dumps(doc))
+    findings = analyze(dest)[1]
+    rows, knobs = _rows(findings), _rows(h100_report("attn_naive")[1])
+    assert {k: r["gb_per_s"] for k, r in rows.items()} == {k: r["gb_per_s"] for k, r in knobs.items()}
+    assert {r["source"] for k, r in rows.items() if k != "copy"} == {"record_shapes"}
+    assert "by the recorded shapes" in _rule(findings, "memory_bandwidth").message
+
+
 # -- the GPU falling behind the host -------------------------------------------------------------------------------
 
 

@@ -7,9 +7,10 @@ bytes are a floor (:class:`MemoryRate`), from what the trace or the workload say
 - a device-to-device ``Memcpy``: its own ``bytes``, read and then written: twice them (Kineto's ``memory
   bandwidth (GB/s)`` argument counts them once); a ``Memset``: its bytes, written once;
 - a kernel: the least bytes of the op it serves, each input read once and each output written once, by the
+  op's own recorded shapes (``record_shapes``: :mod:`.op_bytes`, one row per op and bytes a call), else by the
   workload's own count (:mod:`common.work`, per annotation and op) or, for a lesson's trace written before the
   count, the rows :func:`.knob_work.legacy_memory_ops` says it would hold. The op is the innermost op around
-  the kernel's launch that the count lists; an in-place ``aten::X_`` run inside its out-of-place ``aten::X``
+  the kernel's launch whose bytes are known; an in-place ``aten::X_`` run inside its out-of-place ``aten::X``
   (``masked_fill`` copies, then fills in place) takes ``aten::X``'s bytes: it reads and writes tensors of the
   same sizes. The op's calls in the steps must be the count's (one call of ``step()`` a step), each must have
   launched memory work, and an op call's device work must all be memory kernels (no GEMM, no copy of its own
@@ -33,7 +34,8 @@ from common.report.facts import workload
 from common.report.facts.header import gpu_of_trace
 from common.report.facts.knob_work import legacy_memory_ops
 from common.report.facts.regime import memory_class
-from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS
+from common.report.facts.op_bytes import memory_bytes
+from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, MEMORY_OPS
 from common.report.model.build import ANNOTATION, KERNEL, MEMCPY, MEMSET, OP, Model
 from common.report.model.peaks import peak_of
 
@@ -46,7 +48,7 @@ class MemoryRate:
     kernels: int  # how many distinct names the row holds
     op: str  # the op the bytes are of; a copy's: the op that launched it
     annotation: Optional[str]  # the count's annotation the op ran in (None: per step, or not said)
-    source: str  # "count" (the workload's), "knobs" (a lesson's trace before the count), "copy" (the event's bytes)
+    source: str  # "record_shapes", "count" (the workload's), "knobs" (a trace before the count), "copy" (its own)
     events: int  # device events
     bytes: int  # their floor of bytes, all events
     time_us: float  # their device time, all events
@@ -200,34 +202,70 @@ def _owner(m: Model, served: np.ndarray) -> np.ndarray:
     return owner
 
 
-def _kernel_rows(m: Model, memory: np.ndarray, bandwidth: Optional[float]) -> list:
-    """One row per op of the table whose calls match the count and launched memory kernels alone."""
+@dataclass(frozen=True)
+class _Unit:
+    """The op calls whose bytes one row says: the op, its annotation, where its bytes come from, their floor in
+    all, and how many calls the trace must hold for that floor to be theirs (None: each call's own)."""
+
+    op: str
+    annotation: Optional[str]
+    source: str
+    bytes: int
+    calls: Optional[int]
+
+
+def _count_units(m: Model) -> tuple[np.ndarray, list]:
+    """Per CPU event, its unit (index, -1: none), and the units: the count's ops (or the knobs'), one per
+    annotation and op, their calls a step times the steps."""
     table, source = _op_table(m)
     if not table or m.window_source != "ProfilerStep":  # the count is one call of step(): one ProfilerStep
-        return []
+        return np.full(m.cpu.n, -1, np.int64), []
     in_place = _in_place(table)
     table = {**table, **in_place}
-    served = _served_ops(m, table, in_place)
+    steps = len(m.steps)
+    units = [_Unit(op, a, source, nbytes * steps, calls * steps) for (a, op), (calls, nbytes) in table.items()]
+    return _served_ops(m, table, in_place), units
+
+
+def _shape_units(m: Model) -> tuple[np.ndarray, list]:
+    """Per CPU event, its unit, and the units: the memory ops in the steps whose record_shapes give their bytes,
+    one per op and bytes a call."""
+    cpu = m.cpu
+    served = np.full(cpu.n, -1, np.int64)
+    index: dict = {}
+    memory_op = m.name_mask(MEMORY_OPS.__contains__)[cpu.name]
+    for i in np.flatnonzero((cpu.kind == OP) & (cpu.step >= 0) & memory_op).tolist():
+        nbytes = memory_bytes(m.names[cpu.name[i]], cpu.shapes[i])
+        if nbytes:
+            key = (m.names[cpu.name[i]], nbytes)
+            served[i] = index.setdefault(key, len(index))
+    units = [None] * len(index)
+    for (op, nbytes), k in index.items():
+        units[k] = _Unit(op, None, "record_shapes", nbytes * int((served == k).sum()), None)
+    return served, units
+
+
+def _kernel_rows(m: Model, memory: np.ndarray, bandwidth: Optional[float]) -> list:
+    """One row per unit (:func:`_shape_units`, else :func:`_count_units`) whose calls are all there and launched
+    memory kernels alone."""
+    served, units = _shape_units(m)
+    if not units:
+        served, units = _count_units(m)
     owner = _owner(m, served)
     dev, cpu = m.dev, m.cpu
     mine = (owner >= 0) & (dev.step >= 0)
     clean_kernel = memory & (dev.kind == KERNEL)
     spoiled = set(owner[mine & ~clean_kernel].tolist())  # a call that also ran a GEMM, or a copy of its own bytes
-    keys = list(table)
     out = []
-    for k, (a, op) in enumerate(keys):
+    for k, unit in enumerate(units):
         calls = np.flatnonzero(served == k)
-        per_call, nbytes = table[(a, op)]
-        repeats = len(m.steps)
         events = np.flatnonzero(mine & np.isin(owner, calls))
         launched = set(owner[events].tolist())
-        if (not calls.size or calls.size != per_call * repeats or spoiled & set(calls.tolist())
-                or launched != set(calls.tolist())):
+        if (not calls.size or (unit.calls is not None and calls.size != unit.calls)
+                or spoiled & set(calls.tolist()) or launched != set(calls.tolist())):
             continue
         names = Counter(dev.name[events].tolist())
         time = float(dev.dur[events].sum())
-        total = nbytes * repeats
-        out.append(MemoryRate(m.names[names.most_common(1)[0][0]], len(names), m.names[cpu.name[calls[0]]], a,
-                              source, int(events.size), total, time, _pct(total / time / 1e3, bandwidth)))
+        out.append(MemoryRate(m.names[names.most_common(1)[0][0]], len(names), unit.op, unit.annotation, unit.source,
+                              int(events.size), unit.bytes, time, _pct(unit.bytes / time / 1e3, bandwidth)))
     return out
-

@@ -62,7 +62,7 @@ from common.report.facts import workload
 from common.work import call_flops
 from common.report.facts.op_arithmetic import Work, work_of
 from common.report.model.peaks import Peak, compute_peak, peak_of
-from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, wants_shapes
+from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, counts_flops
 
 KNOBS_OP = "GEMMs and attention (per step, lesson's knobs)"
 KNOB_ROWS = (KNOBS_OP, GEMM_ROW, ATTENTION_ROW)  # rows of one step's work from the knobs, not of one op call
@@ -221,7 +221,7 @@ def counted_calls(m: Model) -> Calls:
 def _counted(m: Model) -> np.ndarray:
     """Per CPU event: a GEMM or attention op with no such op beneath it."""
     cpu = m.cpu
-    flop_op = m.name_mask(wants_shapes)[cpu.name] & (cpu.kind == OP)
+    flop_op = m.name_mask(counts_flops)[cpu.name] & (cpu.kind == OP)
     has_below = np.zeros(cpu.n, bool)
     below = flop_op.copy()
     for level in range(int(cpu.max_depth), 0, -1):  # children before parents

@@ -14,7 +14,7 @@ SHOWN_FROM = 0.05  # a row holding this share of the steps' device time or more 
 NEAR_PCT = 80.0  # at this share of the bandwidth or more, a pass is as fast as its bytes allow
 SMALL_BYTES = 1e6  # a call moving less cannot keep the memory busy: its time is the kernel's start and end
 MOST = 5  # rows said at most
-SOURCES = {"count": "by the workload's count", "knobs": "by the lesson's knobs",
+SOURCES = {"record_shapes": "by the recorded shapes", "count": "by the workload's count", "knobs": "by the lesson's knobs",
            "copy": "a copy's own bytes, read and written"}
 
 
