@@ -12,8 +12,7 @@ from common.report.units import rounded
 
 HEAVY = 0.25  # a kernel holding this share of the steps' device time or more sets the run's speed
 # what each generation's tensor cores added, that a kernel of an older design does not issue
-ADDED = {9: "Hopper's warpgroup MMA (wgmma) and tensor memory accelerator (TMA)",
-         10: "Blackwell's fifth-generation tensor-core MMA (tcgen05) and tensor memory"}
+ADDED = {9: "Hopper's warpgroup MMA (wgmma)", 10: "Blackwell's fifth-generation tensor-core MMA (tcgen05)"}
 OLD_MMA = {8: "Ampere's warp-level mma.sync", 9: "Hopper's wgmma"}
 
 
