@@ -180,3 +180,20 @@ def legacy_scores(k: Optional[RunKnobs]):
         return None
     batch, heads, seq, _ = k.shape
     return Scores(None, (batch, heads, seq, seq), k.dtype, batch * heads * seq * seq * ELEMENT_BYTES[k.dtype])
+
+
+def legacy_memory_ops(k: Optional[RunKnobs]) -> tuple:
+    """The hand-written attention's passes over its scores (naive and in-place), as the workload's count lists
+    them (:mod:`common.work`'s rows: the op, bytes read and written, one call a step; annotation unknown), for
+    its traces written before the count: ``mul`` (the scale), the causal mask's fill (``masked_fill`` out of
+    place, ``masked_fill_`` in place; the ``[seq, seq]`` bool mask read too) and ``_softmax``, each reading the
+    ``[batch, heads, seq, seq]`` scores once and writing them once. () for any other run."""
+    scores = legacy_scores(k)
+    if scores is None or k.script not in ATTENTION_SCRIPTS[:2]:
+        return ()
+    *_, seq, _ = scores.shape
+    fill = "aten::masked_fill_" if k.script == ATTENTION_SCRIPTS[1] else "aten::masked_fill"
+    passes = (("aten::mul", [scores.shape]), (fill, [scores.shape, (seq, seq)]), ("aten::_softmax", [scores.shape]))
+    return tuple(dict(annotation=None, op=op, shapes=[list(s) for s in shapes], dtype=scores.dtype, calls=1, flops=0,
+                      read=scores.bytes + (seq * seq if len(shapes) > 1 else 0), written=scores.bytes)
+                 for op, shapes in passes)

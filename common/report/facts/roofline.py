@@ -62,7 +62,7 @@ from common.report.facts import workload
 from common.work import call_flops
 from common.report.facts.op_arithmetic import Work, work_of
 from common.report.model.peaks import Peak, compute_peak, peak_of
-from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, wants_shapes
+from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, counts_flops
 
 KNOBS_OP = "GEMMs and attention (per step, lesson's knobs)"
 KNOB_ROWS = (KNOBS_OP, GEMM_ROW, ATTENTION_ROW)  # rows of one step's work from the knobs, not of one op call
@@ -221,7 +221,7 @@ def counted_calls(m: Model) -> Calls:
 def _counted(m: Model) -> np.ndarray:
     """Per CPU event: a GEMM or attention op with no such op beneath it."""
     cpu = m.cpu
-    flop_op = m.name_mask(wants_shapes)[cpu.name] & (cpu.kind == OP)
+    flop_op = m.name_mask(counts_flops)[cpu.name] & (cpu.kind == OP)
     has_below = np.zeros(cpu.n, bool)
     below = flop_op.copy()
     for level in range(int(cpu.max_depth), 0, -1):  # children before parents
@@ -389,6 +389,7 @@ def judge(r: Rows) -> Roofline:
 
 
 NEAR_ROOF_PCT = 50.0  # a row is bound by a roof when its measured rate reaches this share of it
+LOW_INTENSITY = 2.0  # FLOP/byte: under every CPU's and GPU's ridge point (a single core's lies near 4, a GPU's at hundreds)
 
 
 def judge_row(row: Row, peak: Peak) -> Judged:
@@ -396,7 +397,9 @@ def judge_row(row: Row, peak: Peak) -> Judged:
     roof at its intensity: the compute peak above the ridge point, the bandwidth's line below it); far under
     both, none: the kernels' own limits hold them, or they do more than the operation needs. So the same
     kernels at the same time read the same on two cards, though an intensity between their ridge points
-    (256 FLOP/byte: the H100's ridge is 295, the H200's 206) sits on a different side of each."""
+    (256 FLOP/byte: the H100's ridge is 295, the H200's 206) sits on a different side of each. A row under
+    LOW_INTENSITY (an LLM's decode: each weight read once per token) is memory-bound on any card, however far
+    under the bandwidth its kernels run: no kernel could bring it near the compute roof."""
     tflops, unit = compute_peak(peak, row.dtype, row.tf32)
     if tflops is None:
         return Judged(row, None, unit, None, None, None, None)
@@ -408,7 +411,8 @@ def judge_row(row: Row, peak: Peak) -> Judged:
     pct_bw = 100.0 * row.gbs / bandwidth if row.gbs is not None and bandwidth else None
     roof = min(tflops, intensity * bandwidth / 1e3) if side is not None else None
     near = roof is not None and row.tflops is not None and 100.0 * row.tflops / roof >= NEAR_ROOF_PCT
-    return Judged(row, tflops, unit, pct, pct_bw, ridge, side if near else None, roof)
+    low = side == "memory" and intensity < LOW_INTENSITY
+    return Judged(row, tflops, unit, pct, pct_bw, ridge, side if near or low else None, roof)
 
 
 def _or_unknown(value, unit: str) -> str:

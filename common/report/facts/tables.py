@@ -36,17 +36,19 @@ from common.report.facts.roofline import Roofline, build_roofline
 from common.report.facts.rows import Breakdown, OpRow, StepBreakdown, StepRow
 from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
 from common.report.model import names as trace_names
-from common.report.model.build import (ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE,
-                                       Model)
+from common.report.model.build import ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, Model
 from common.report.model.gpus import Gpu
 from common.report.model.intervals import Intervals
 from common.report.model.lanes import CpuLane
 from common.report.model.plausible_rates import checked_roofline
 # the themes' records
+from common.report.facts.arch import ArchFacts, arch_facts
 from common.report.facts.attention import AttentionFacts, attention_facts
+from common.report.facts.bandwidth import BandwidthFacts, bandwidth_facts
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.first_step import FirstStepFacts, first_step_facts
 from common.report.facts.gemm import GemmFacts, gemm_facts
+from common.report.facts.lag import LagFacts, lag_facts
 from common.report.facts.overhead import OverheadFacts, overhead_facts
 from common.report.facts.phases import PhasesFacts, phases_facts
 from common.report.facts.timeline import TimelineFacts, timeline_facts
@@ -89,6 +91,9 @@ class Tables:
     copies: CopiesFacts  # Memcpy DtoD before a GEMM, GEMMs under aten::addmm (:mod:`.copies`)
     per_phase: PhasesFacts  # each phase's call spans and op chains (:mod:`.phases`; ``phases`` holds the rows)
     attention: AttentionFacts  # what ran inside masked_fill and SDPA (:mod:`.attention`)
+    bandwidth: BandwidthFacts  # memory-bound kernels' bytes per second against the card's (:mod:`.bandwidth`)
+    lag: LagFacts  # how far the GPU runs behind the host, the window's start to its end (:mod:`.lag`)
+    arch: ArchFacts  # the GPU generation the matrix kernels were designed for, and the card's (:mod:`.arch`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -156,6 +161,7 @@ def build_tables(m: Model) -> Tables:
         copies=copies_facts(m),
         per_phase=phases_facts(m, [p.name for p in phases]),
         attention=attention_facts(m),
+        bandwidth=bandwidth_facts(m), lag=lag_facts(m), arch=arch_facts(m),
     )
 
 
@@ -182,10 +188,8 @@ def _cpu_work(m: Model) -> Optional[CpuWork]:
 def _frees(m: Model):
     """(times, bytes) of the CPU-side memory frees, or None for a trace without memory events."""
     mem = m.mem
-    if not mem.n:
-        return None
     sel = (mem.bytes < 0) & (mem.device_type == 0)
-    return mem.ts[sel], mem.bytes[sel]
+    return (mem.ts[sel], mem.bytes[sel]) if mem.n else None
 
 
 def _guess_check(m: Model) -> Optional[GuessCheck]:
@@ -245,9 +249,9 @@ def cpu_numbers(m: Model) -> CpuNumbers:
 
 def device_numbers(m: Model) -> DeviceNumbers:
     """The profiler table's Self CUDA time total; null (not 0) on a CPU-only trace."""
-    dev = m.dev
     if not m.has_gpu:
         return DeviceNumbers()
+    dev = m.dev
     total = float(dev.dur.sum())
     self_cpu = float(m.cpu.self_us[(m.cpu.ts >= m.window[0]) & (m.cpu.ts <= m.window[1])].sum())
     return DeviceNumbers(self_device_total_us=total, self_device_in_steps_us=float(dev.dur[dev.step >= 0].sum()),

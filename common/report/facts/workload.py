@@ -45,7 +45,7 @@ class Part:
 
 def parts(work: Optional[dict]) -> tuple:
     """The count's rows by annotation, GEMMs then attention; () where the description holds none."""
-    rows = [r for r in (work or {}).get("ops") or () if _valid(r)]
+    rows = [r for r in (work or {}).get("ops") or () if valid_row(r)]
     annotations = list(dict.fromkeys(r["annotation"] for r in rows))
     out = []
     for annotation in annotations:
@@ -63,7 +63,8 @@ def parts(work: Optional[dict]) -> tuple:
     return tuple(out)
 
 
-def _valid(r) -> bool:
+def valid_row(r) -> bool:
+    """A row as :mod:`common.work` writes it (op, calls, FLOPs, bytes read and written, shapes, annotation)."""
     try:
         return (isinstance(r, dict) and isinstance(r["op"], str) and int(r["calls"]) > 0 and int(r["flops"]) >= 0
                 and int(r["read"]) >= 0 and int(r["written"]) >= 0 and isinstance(r["shapes"], list)
@@ -121,7 +122,7 @@ def scores(work: Optional[dict]) -> Optional[Scores]:
     (what the math backend materialises, a fused kernel never), else the output of a batched GEMM that
     multiplies ``[n, seq, d]`` by ``[n, d, seq]`` (a hand-written ``q @ k.T``), shown in the 4-D shape the
     next op reads it as where one does; None where the workload holds neither."""
-    rows = [r for r in (work or {}).get("ops") or () if _valid(r)]
+    rows = [r for r in (work or {}).get("ops") or () if valid_row(r)]
     for r in rows:
         a = r.get("attention")
         if a and r["dtype"] in ELEMENT_BYTES:
@@ -150,6 +151,6 @@ def tokens_per_call(work: Optional[dict]) -> dict:
     model's ``prefill`` reads the prompt, its ``decode`` one token per sequence); {} where none does."""
     out = {}
     for r in (work or {}).get("ops") or ():
-        if _valid(r) and r["op"] == "aten::embedding" and len(r["shapes"]) >= 2 and r["annotation"]:
+        if valid_row(r) and r["op"] == "aten::embedding" and len(r["shapes"]) >= 2 and r["annotation"]:
             out.setdefault(r["annotation"], prod(r["shapes"][1]))
     return out

@@ -91,7 +91,7 @@ class Columns:
     thread: np.ndarray  # CPU events: index into threads
     threads: list  # distinct CPU thread ids (OS thread ids are unique across the processes of one trace)
     corr: np.ndarray  # CPU events: the correlation id of runtime calls, -1 for the others
-    op_shapes: np.ndarray  # CPU events: record_shapes' OpShapes of the roofline's ops (:mod:`.shapes`), else None
+    op_shapes: np.ndarray  # CPU events: record_shapes' OpShapes of the roofline's and memory ops (:mod:`.shapes`)
     dev_corr: np.ndarray  # device events: correlation id (-1: none)
     dev_device: np.ndarray  # device events: the pid (the device index in Kineto traces)
     dev_stream: list  # device events: the tid (the stream)
@@ -361,7 +361,7 @@ def _nccl_kernel_bytes(device_events: list, group: np.ndarray, name: np.ndarray,
 
 
 def _op_shapes(cpu_events: list, name: np.ndarray, group: np.ndarray, names: list) -> np.ndarray:
-    """Per CPU event, the OpShapes of an op the roofline counts (None for every other event)."""
+    """Per CPU event, the OpShapes of an op the roofline counts or a memory op (None for every other event)."""
     out = np.full(len(cpu_events), None, dtype=object)
     wanted = np.fromiter((wants_shapes(n) for n in names), bool, len(names))
     for i in np.flatnonzero(wanted[name] & (group == Group.OP)).tolist() if len(names) else ():

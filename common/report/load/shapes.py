@@ -42,9 +42,25 @@ DTYPE_NAMES = {"float": "fp32", "c10::BFloat16": "bf16", "c10::Half": "fp16", "d
                "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8"}
 
 
-def wants_shapes(name: str) -> bool:
-    """Whether the loader keeps the shapes of an op of this name."""
+# ops that only move memory, whose least bytes their inputs' shapes give (:mod:`~common.report.facts.op_bytes`):
+# an in-place form reads its tensors and writes its first; ``copy_`` reads its source and writes itself; the
+# others read each input and write the broadcast of them
+MEMORY_OPS = frozenset({
+    "aten::mul", "aten::add", "aten::sub", "aten::div", "aten::masked_fill", "aten::where", "aten::clone",
+    "aten::_softmax", "aten::_log_softmax", "aten::gelu", "aten::silu", "aten::relu", "aten::neg", "aten::exp",
+    "aten::rsqrt", "aten::sigmoid", "aten::tanh", "aten::mul_", "aten::add_", "aten::sub_", "aten::div_",
+    "aten::masked_fill_", "aten::copy_", "aten::gelu_", "aten::silu_", "aten::relu_", "aten::exp_",
+})
+
+
+def counts_flops(name: str) -> bool:
+    """Whether the roofline counts the FLOPs of an op of this name (a GEMM or attention)."""
     return name in GEMM_OPS or name in ATTENTION_OPS
+
+
+def wants_shapes(name: str) -> bool:
+    """Whether the loader keeps the shapes of an op of this name: the roofline's, and the memory ops'."""
+    return counts_flops(name) or name in MEMORY_OPS
 
 
 @dataclass(frozen=True)

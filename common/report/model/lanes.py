@@ -30,7 +30,7 @@ class CpuLane:
     threads: tuple  # distinct thread ids
     step: np.ndarray  # index of the step holding its start (-1: none)
     max_depth: int  # the deepest event's depth
-    shapes: np.ndarray  # record_shapes' OpShapes of the roofline's ops (:mod:`.shapes`), None elsewhere
+    shapes: np.ndarray  # record_shapes' OpShapes of the roofline's and the memory ops (:mod:`.shapes`), None elsewhere
 
 
 @dataclass(frozen=True, eq=False)

@@ -123,7 +123,8 @@ def _steps_table(t: Tables) -> str:
         rows.append(row)
     head = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else [])
     outside = f"<p>{html.escape(t.launched_outside.said())}</p>" if t.launched_outside is not None else ""
-    return "<h2>Steps</h2>" + _table(head, rows) + outside
+    lag = f"<p>{html.escape(t.lag.said())}</p>" if t.lag.said() else ""
+    return "<h2>Steps</h2>" + _table(head, rows) + outside + lag
 
 
 def _phases_table(t: Tables) -> str:

@@ -181,6 +181,8 @@ def _steps_table(t: Tables):
         notes.append("gap: from the annotation's start to its first aten op")
     if t.launched_outside is not None:
         notes.append(escape(t.launched_outside.said()))
+    if t.lag.said():
+        notes.append(escape(t.lag.said()))
     table.caption = "; ".join(notes) or None
     return table
 
@@ -335,7 +337,7 @@ SAID_BY_THE_HEADER = ("no_device_lane",)  # the header's "device: none (no devic
 EVERY_RUN = frozenset({"hotspot_op", "hotspot_kernel", "children_heavy", "metadata_only_ops", "matmul_dispatch",
                        "occupancy_query", "gemm_kernels"})
 # true of this run, but of the way it ran more than of what it teaches: after the lesson's own findings
-INCIDENTAL = frozenset({"many_calls", "long_final_sync", "activity_buffer_request", "large_trace"})
+INCIDENTAL = frozenset({"many_calls", "long_final_sync", "activity_buffer_request", "large_trace", "gpu_behind_host"})
 
 
 def short_findings(t: Tables, findings: list[Finding]) -> list[Finding]:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 
 from common.report.findings import Finding
-from common.report.rules import attention, copies, first_step, gemm, guess, hand_written, memory, overhead, phases
+from common.report.rules import arch, attention, bandwidth, copies, first_step, gemm, guess, hand_written, memory
 from common.report.rules import compile as compiled
-from common.report.rules import regime, roofline, timeline, trace
+from common.report.rules import lag, overhead, phases, regime, roofline, timeline, trace
 
 # Every rule, in the order of the report's findings.
 RULES: list = [
@@ -36,6 +36,8 @@ RULES: list = [
     overhead.overhead_bound,
     overhead.compute_bound,
     regime.device_bound,
+    lag.gpu_behind_host,
+    bandwidth.memory_bandwidth,
     overhead.regime_cannot_tell,
     gemm.hotspot_kernel,
     overhead.hotspot_op,
@@ -73,6 +75,7 @@ RULES: list = [
     attention.causal_mask_rebuilt,
     attention.safe_softmax,
     attention.fused_attention,
+    arch.kernel_arch,
     attention.sdpa_cpu_in_library,
     memory.attention_scores_memory,
     memory.kv_cache_growth,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from common.report.rates import fmt_flops, fmt_pct, fmt_tflops
+from common.report.rates import fmt_flops, fmt_gbs, fmt_pct, fmt_tflops
 from common.report.facts.knob_work import ATTENTION, GEMMS
-from common.report.facts.roofline import KNOB_ROWS, KNOBS_OP, Judged, row_json
+from common.report.facts.roofline import KNOB_ROWS, KNOBS_OP, LOW_INTENSITY, NEAR_ROOF_PCT, Judged, row_json
 from common.report.findings import Finding
 from common.report.facts.regime import neither_roof_text
 from common.report.facts.tables import Tables
@@ -43,9 +43,6 @@ def _gemms_text(r) -> str:
              f"roof at {fmt_pct(gemms.pct_of_roof)} of it" if gemms.bound is not None else "")
     return (f"; its GEMMs execute {fmt_flops(gemms.row.flops)} per step (the masked half too), "
             f"{fmt_tflops(gemms.row.tflops)} ({gemms.peak_unit}){bound}")
-
-
-LOW_INTENSITY = 2.0  # FLOP/byte: under every CPU's and GPU's ridge point (a single core's lies near 4, a GPU's at hundreds)
 
 
 def _by_intensity(r) -> str:
@@ -142,7 +139,12 @@ def roofline(t: Tables):
                        f"({calls}{intensity}){steps}; share of peak: cannot tell ({why}){_by_intensity(r)}",
                        "where the steps' rate is far under the op's own, the time goes around the op, not in it", ev)
     share = f"{fmt_pct(top.pct_of_peak)} of the {top.peak_unit} peak ({top.peak_tflops:g} TFLOP/s dense)"
-    if top.bound is not None:
+    far_under = top.bound == "memory" and top.pct_of_roof is not None and top.pct_of_roof < NEAR_ROOF_PCT
+    if far_under:  # under LOW_INTENSITY: memory-bound on any card, however slow its kernels
+        bound = (f"; intensity {row.intensity:.3g} FLOP/byte, under every GPU's ridge point (this one's: "
+                 f"{top.ridge:,.0f}): memory-bound, moving its operation's bytes at {fmt_gbs(row.gbs)}, "
+                 f"{fmt_pct(top.pct_of_bandwidth)} of the {r.peak.memory_gbs:,.0f} GB/s bandwidth")
+    elif top.bound is not None:
         side, roof = ("below", "memory-bandwidth roof") if top.bound == "memory" else ("above", "compute roof")
         bound = (f"; intensity {row.intensity:,.1f} FLOP/byte, {side} the ridge point ({top.ridge:,.0f}): under "
                  f"the {roof}, at {fmt_pct(top.pct_of_roof)} of it")
@@ -152,7 +154,7 @@ def roofline(t: Tables):
         bound = "; which roof bounds it: cannot tell without its bytes (--record-shapes)"
     else:
         bound = f"{intensity}; which roof bounds it: cannot tell (no memory bandwidth for this device)"
-    far = top.roof_tflops is not None and top.bound is None
+    far = top.roof_tflops is not None and (top.bound is None or far_under)
     hint = _far_hint(t, row) if far else ("share of peak = achieved / the datasheet's dense peak; below the ridge "
                                           "point memory bandwidth bounds an op, above it compute")
     timed = f" {TIMED[(r.timed_on, row.op)]}" if (r.timed_on, row.op) in TIMED else ""
