@@ -45,7 +45,7 @@ def guess_vs_seen(t: Tables):
         unit += _by_kind(work.typical)
     alike = "" if work.alike == work.calls else f"; {work.alike} of {work.calls} calls ran exactly this"
     guessed = len(check.guess.items)
-    head = (f"{check.guess.annotation}: the post guesses {guessed} piece{'s' if guessed != 1 else ''} of work, a "
+    head = (f"{check.guess.annotation}: the script guesses {guessed} piece{'s' if guessed != 1 else ''} of work, a "
             f"call ran {ran} {unit}{alike}")
     evidence = dict(check.to_json(), missing=missing, not_guessed=extra, ran=ran)
     fills = [r.seen for r in check.rows if r.status == NOT_GUESSED and r.seen.is_memset]
