@@ -10,14 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from conftest import (CPU_DTYPE, CPU_DTYPE_BYTES, DATA_TRACES, REPO, Run, Trace, command_env, event, run_module,
-                      run_torchrun, write_trace)
+from conftest import (CPU_DTYPE, CPU_DTYPE_BYTES, DATA_TRACES, Run, Trace, command_env, event, run_module,
+                      run_script, run_torchrun, write_trace)
 from test_pictures import verdicts_under
 
 TINY = ["--batch", "2", "--seq", "16", "--dim", "64", "--hidden", "256", "--blocks", "2"]
@@ -194,7 +193,7 @@ def test_each_rank_page_shows_the_jobs_straggler_under_its_steps(jobs):
 # ----------------------------------------------------------------------------- bad input
 
 
-def _one_error(p: subprocess.CompletedProcess, words: str) -> None:
+def _one_error(p: subprocess.CompletedProcess | Run, words: str) -> None:
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2, p.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], p.stderr
@@ -222,8 +221,8 @@ def test_report_refuses_two_jobs_a_non_trace_and_a_missing_rank(jobs, tmp_path):
 
 
 def _rank_env(rank: int = 0, world: int = 2) -> dict:
-    return {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}
+    """What torchrun sets for one rank of a job (the lesson reads them when it starts, torch not at import)."""
+    return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world)}
 
 
 BAD_LAUNCHES = {
@@ -235,16 +234,15 @@ BAD_LAUNCHES = {
 
 @pytest.fixture(scope="module")
 def bad_launches(tmp_path_factory):
-    """Each case as one process (two at a time), with a trace folder it must not create."""
+    """Each case as one process (two at a time), with a trace folder it must not create; "run directly" without
+    any of torchrun's variables (this process has none)."""
     base = tmp_path_factory.mktemp("bad_launch")
-    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    assert not {"RANK", "WORLD_SIZE", "LOCAL_RANK"} & set(os.environ)
 
     def launch(item):
         key, (env, args, _) = item
         folder = base / key.replace(" ", "_")
-        p = subprocess.run([sys.executable, str(REPO / "06_ddp.py"), *args, "--trace_dir", str(folder)],
-                           cwd=REPO, capture_output=True, text=True, env=env or clean, timeout=120)
-        return key, (p, folder)
+        return key, (run_script("06_ddp.py", *args, trace_dir=folder, env=env, timeout=120), folder)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(launch, BAD_LAUNCHES.items()))
