@@ -47,6 +47,7 @@ from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.bandwidth import BandwidthFacts, bandwidth_facts
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.first_step import FirstStepFacts, first_step_facts
+from common.report.facts.generated_code import GeneratedCodeFacts, generated_code_facts
 from common.report.facts.gemm import GemmFacts, gemm_facts
 from common.report.facts.lag import LagFacts, lag_facts
 from common.report.facts.overhead import OverheadFacts, overhead_facts
@@ -94,6 +95,7 @@ class Tables:
     bandwidth: BandwidthFacts  # memory-bound kernels' bytes per second against the card's (:mod:`.bandwidth`)
     lag: LagFacts  # how far the GPU runs behind the host, the window's start to its end (:mod:`.lag`)
     arch: ArchFacts  # the GPU generation the matrix kernels were designed for, and the card's (:mod:`.arch`)
+    generated_code: GeneratedCodeFacts  # each generated kernel's share and code (:mod:`.generated_code`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -132,26 +134,27 @@ def build_tables(m: Model) -> Tables:
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_busy))
     roofline = checked_roofline(build_roofline(m))
+    kernels, sources, frames, regime = kernel_table(m), kernel_sources(m), compile_frames(m, ops), regime_of(m, roofline)
     return Tables(
         model=m,
         numbers=numbers_of(m, gpu_busy, aligned),
         step_rows=rows,
         breakdown=Breakdown(**{k: float(v.sum()) for k, v in per_step.items()}, total=float(aligned.durations.sum())),
         categories=category_table(m),
-        kernels=kernel_table(m),
+        kernels=kernels,
         ops=ops,
         phases=phases,
         cpu_work=_cpu_work(m),
         gpu_busy=gpu_busy,
         gpu=gpu_of_trace(m),
         header=header_of(m),
-        compile=compile_frames(m, ops),
+        compile=frames,
         graph_launches=graph_launches(m),
-        kernel_sources=kernel_sources(m),
+        kernel_sources=sources,
         guess=_guess_check(m),
         memory=memory_of(m),
         roofline=roofline,
-        regime=regime_of(m, roofline),
+        regime=regime,
         launched_outside=launched_outside(m),
         # the themes' records
         overhead=overhead_facts(m, ops),
@@ -162,6 +165,7 @@ def build_tables(m: Model) -> Tables:
         per_phase=phases_facts(m, [p.name for p in phases]),
         attention=attention_facts(m),
         bandwidth=bandwidth_facts(m), lag=lag_facts(m), arch=arch_facts(m),
+        generated_code=generated_code_facts(m, kernels, ops, sources, regime.pace if regime is not None else None),
     )
 
 
