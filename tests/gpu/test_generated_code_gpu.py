@@ -67,8 +67,10 @@ def test_g6_the_report_leads_to_the_triton_kernels_code(finding):
     kernel = finding["evidence"]["kernels"][0]
     assert kernel["name"].startswith("triton_") and kernel["lane"] == "device", kernel
     (code, *_) = kernel["code"]
-    line = _path(code["module"]).read_text().splitlines()[code["line"] - 1]
-    assert re.match(rf"^\w+ = async_compile\.triton\('{kernel['name']}'", line), line
+    lines = _path(code["module"]).read_text().splitlines()
+    assert re.match(r"^\w+ = async_compile\.triton\(", lines[code["line"] - 1]), lines[code["line"] - 1]
+    source = "\n".join(lines[code["line"] - 1:]).split("\n'''", 1)[0]  # the kernel's source, to its closing quotes
+    assert f"def {kernel['name']}(" in source
     assert kernel["ops_from"] == "module" and {"gelu", "mul"} <= set(kernel["ops"]), kernel["ops"]
     assert kernel["kernel_file"] and _path(kernel["kernel_file"]).is_file() and kernel["runnable_alone"]
     assert kernel["max_autotune"] is False

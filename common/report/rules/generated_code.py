@@ -51,7 +51,7 @@ def generated_code(t: Tables):
 def _kernels_line(rows: tuple, copies: bool, pace) -> str:
     """The kernels worth a look (WORTH or more of the steps' wall time, the costliest TOP) one by one, the others
     together: the guide's first cut, a kernel at 0.1 % can give at most 0.1 %."""
-    named = [r for r in rows[:TOP] if r.wall_pct >= WORTH] or []
+    named = [r for r in rows[:TOP] if r.wall_pct >= WORTH]
     rest = rows[len(named):]
     parts = [_row_text(r, copies) for r in named]
     if len(rest) == 1:
@@ -112,7 +112,7 @@ def _commands(rows: tuple, modules: tuple, threads) -> list:
         return out
     if top.kernel_file:
         alone = uv_run(Path(top.kernel_file))
-        out.append((f"{top.name} alone, its time and bandwidth: {alone}", alone))
+        out.append((f"{_short(top.name)} alone, its time and bandwidth: {alone}", alone))
         if top.max_autotune is False:
             edit = max_autotune_command(top.kernel_file)
             out.append(("with max-autotune (the file holds 'max_autotune': False in its inductor_meta, which torch "
