@@ -34,7 +34,7 @@ from common.report.facts.phases import phase_table
 from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
 from common.report.facts.rows import Breakdown, OpRow, StepBreakdown, StepRow
-from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
+from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures, step_breakdown
 from common.report.model import names as trace_names
 from common.report.model.build import ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, Model
 from common.report.model.gpus import Gpu
@@ -53,9 +53,6 @@ from common.report.facts.lag import LagFacts, lag_facts
 from common.report.facts.overhead import OverheadFacts, overhead_facts
 from common.report.facts.phases import PhasesFacts, phases_facts
 from common.report.facts.timeline import TimelineFacts, timeline_facts
-
-DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"  # TensorBoard's DataLoader rows
-
 
 @dataclass(frozen=True, eq=False)
 class Tables:
@@ -303,29 +300,6 @@ def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumb
         tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
         weighted["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
     return EfficiencyNumbers(**figures_of_main, **weighted, kernels_with_launch_args=int(known.sum()))
-
-
-def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
-    """Per kept step, TensorBoard's breakdown: each instant counts once, in the first category active
-    then (kernel > memcpy > memset > runtime > dataloader > CPU exec), the rest is other."""
-    cpu, dev = m.cpu, m.dev
-    step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
-    dataloader = m.name_mask(lambda s: s.startswith(DATALOADER_PREFIX) and s.endswith(DATALOADER_SUFFIX))
-    is_op = (cpu.kind == OP) & ~step_name[cpu.name]
-    loading = is_op & dataloader[cpu.name]
-    runtime = cpu.kind == RUNTIME
-    layers = [Intervals(dev.ts[dev.kind == k], dev.end[dev.kind == k]) for k in (KERNEL, MEMCPY, MEMSET)]
-    layers += [Intervals(cpu.ts[sel], cpu.end[sel]) for sel in (runtime, loading, is_op & ~loading)]
-    covered_before = np.zeros(steps.kept)
-    union = Intervals.empty()
-    out = {}
-    for key, layer in zip(BREAKDOWN_KEYS, layers):
-        union = union.union(layer) if len(layer) else union
-        covered = np.asarray(union.covered(steps.starts, steps.ends), dtype=np.float64)
-        out[key] = covered - covered_before
-        covered_before = covered
-    out["other"] = np.maximum(steps.durations - covered_before, 0.0)
-    return out
 
 
 # ----------------------------------------------------------------------------- steps
