@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from common import cpu, machine, output
+from common import cpu, inductor_source, machine, output
 from common.checks import positive_float, positive_int  # noqa: F401 - the lessons' flags use them
 from common.commands import display_path, uv_run
 from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits, gpu_dtype, resolve_device
@@ -152,11 +152,22 @@ class Lesson:
     def writing(self) -> Iterator[tuple[Path, Path]]:
         """Synchronise the device, then give temporary (table, trace) paths (``prof.export_chrome_trace``
         writes the trace's); both are renamed into place only if the block succeeds and wrote both
-        (:func:`common.output.writing`: the trace folder is created here, and removed again if the write fails)."""
+        (:func:`common.output.writing`: the trace folder is created here, and removed again if the write fails).
+        A compiled run also copies Inductor's compiled modules of this process beside the trace, in the same
+        set (:mod:`common.inductor_source`), and removes the copies an earlier run of the same name left."""
         self.sync()
-        with output.writing([self.table_path, self.trace_path], what="the table and the trace",
-                            make_folders=True) as (table_tmp, trace_tmp):
+        copies = inductor_source.copy_plan(self.trace_path, inductor_source.loaded_modules()) \
+            if self.args.compile else []
+        what = "the table, the trace and the compiled modules" if copies else "the table and the trace"
+        with output.writing([self.table_path, self.trace_path, *(dest for _, dest in copies)], what=what,
+                            make_folders=True) as (table_tmp, trace_tmp, *copy_tmps):
+            for (data, _), tmp in zip(copies, copy_tmps):
+                tmp.write_bytes(data)
             yield table_tmp, trace_tmp
+        if self.args.compile:
+            for stale in inductor_source.stale_copies(self.trace_path, {dest for _, dest in copies}):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
 
     def check_close(self, got: "torch.Tensor", want: "torch.Tensor", what: str) -> bool:
         """Say whether ``got`` matches ``want`` within the dtype's tolerance (relative to ``want``'s scale)."""
@@ -194,6 +205,9 @@ class Lesson:
         c.print(f"[bold]wrote[/] {escape(display_path(self.table_path))}")
         c.print(f"[bold]wrote[/] {escape(display_path(self.trace_path))}  "
                 f"({self.trace_path.stat().st_size / 1e6:.2f} MB)")
+        for copy in inductor_source.copies_beside(self.trace_path) if self.args.compile else ():
+            c.print(f"[bold]wrote[/] {escape(display_path(copy))}  (Inductor's compiled module, from its cache: "
+                    "the generated kernels' code; the report points into it)")
         self.say_totals(table)
 
     def say_totals(self, table: str, who: str = "") -> None:

@@ -103,6 +103,16 @@ class Yours:
     """docs/your-workload.md's copy of a lesson: run, as the page shows it, by tests/test_your_workload.py."""
 
 
+@dataclass(frozen=True)
+class Generated:
+    """docs/compiled-kernels.md: a command on the compiled module a lesson copied beside its trace (or the lesson
+    run that copies a kernel's own file), run by ``test`` (on the CPU, or on a GPU by tests/gpu, run_all.py), in
+    the place ``marker`` names; its copies' names are those the lesson writes for the MLP's documented trace."""
+
+    test: str
+    marker: str
+
+
 POSTS_01 = Lesson(replace={"--size": "64"})  # Part 1's 4096 matrices: 64 (the schedule is what counts)
 COMMANDS = {
     # Part 1: 4096 -> 64; the batch run at 32 (conftest's runs "01_batch", "01_cold_sched")
@@ -145,7 +155,19 @@ COMMANDS = {
     # your own workload (docs/your-workload.md)
     "cp 03_simple_mlp.py my_model.py": Yours(),
     "uv run my_model.py --batch 4 --seq 64 --dim 256 --hidden 1024": Yours(),
+    # from a compiled kernel to its code (docs/compiled-kernels.md)
+    "OMP_NUM_THREADS=1 uv run traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.graph0.py -p":
+        Generated("tests/test_generated_code.py", "def test_the_printed_module_command_times_the_kernel"),
+    "TORCHINDUCTOR_BENCHMARK_KERNEL=1 uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072 --compile":
+        Generated("tests/gpu/lesson_runs.py", 'env=(("TORCHINDUCTOR_BENCHMARK_KERNEL", "1"),)'),
+    "uv run traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.graph0.py -p":
+        Generated("tests/gpu/test_generated_code_gpu.py", "def test_g6_the_module_alone_times_its_kernels_by_category"),
+    "uv run traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.graph0.kernel0.py":
+        Generated("tests/gpu/test_generated_code_gpu.py", "def test_g6_the_kernel_alone_and_with_max_autotune"),
+    """sed "s/'max_autotune': False/'max_autotune': True/" traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.graph0.kernel0.py > traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.graph0.kernel0.max_autotune.py && uv run traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.graph0.kernel0.max_autotune.py""":
+        Generated("tests/gpu/test_generated_code_gpu.py", "def test_g6_the_kernel_alone_and_with_max_autotune"),
     # the report
+    "uv run -m common.report traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.json": Report(),
     "uv run -m common.report TRACE": Report(),
     "uv run -m common.report traces/01_matmul_add/64_bf16_cold_eager.json": Report(),
     "uv run -m common.report TRACE --short": Report(),
@@ -345,6 +367,7 @@ def places(runs, lesson_runs, tmp_path_factory) -> dict[str, list[str]]:
         "A": [a], "B": [b],
         "traces/02_linear/1024x32x64_bf16_warm_eager.json": [a],
         "traces/02_linear/1024x32x64_bf16_warm_compile.json": [b],
+        "traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.json": [str(trace_of(runs["03_compile"]))],
         "traces/04_a_naive_attention": [str(attention["04_a_naive_attention"])],
         "traces/04_c_sdpa_attention": [str(attention["04_c_sdpa_attention"])],
         "traces/06_ddp/<tag>_rank*.json": ranks,
@@ -471,3 +494,24 @@ def test_your_workload_commands_are_the_ones_its_test_runs(command):
     from test_your_workload import doc_commands
 
     assert command in doc_commands()
+
+
+# ---- from a compiled kernel to its code ----------------------------------------------------------
+
+MLP_TRACE = Path("traces/03_simple_mlp/64x128x768x3072_bf16_warm_compile.json")  # the MLP's documented run
+
+
+@pytest.mark.parametrize("command", [c for c, how in COMMANDS.items() if isinstance(how, Generated)])
+def test_documented_generated_code_command_is_run_by_its_test(command):
+    """Its test runs it (the marker is there), and each copy it names is one the lesson writes beside the MLP's
+    documented trace (the module, the kernel's own file); the max-autotune edit is the one the report prints."""
+    from common import inductor_source
+    from common.report.rules.generated_code import max_autotune_command
+
+    how = COMMANDS[command]
+    assert how.marker in (REPO / how.test).read_text(), (how.test, how.marker)
+    named = {inductor_source.module_copy(MLP_TRACE, 0).as_posix(), inductor_source.kernel_copy(MLP_TRACE, 0, 0).as_posix()}
+    for path in re.findall(r"traces/\S+\.py", command):
+        assert path in named or path.endswith(".max_autotune.py"), path
+    if command.startswith("sed "):
+        assert command == max_autotune_command(inductor_source.kernel_copy(MLP_TRACE, 0, 0).as_posix())

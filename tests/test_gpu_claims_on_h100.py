@@ -3,7 +3,8 @@
 ``pytest tests/gpu`` runs with ``GPU_RUNS_DIR`` pointed at a temporary copy of those runs, as one does
 with a fetched GPU run (docs/testing.md): every claim test must pass, and the count of those that ran is
 checked, so the run cannot pass by skipping. What the H100 data does not hold (the Hub kernel's run, the
-LLM runs the L.6 tests make themselves, a second GPU for DDP) must skip with its reason.
+LLM runs the L.6 tests make themselves, a second GPU for DDP, the G.6 run with each kernel's file) must skip
+with its reason.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ NOT_IN_THE_DATA = {  # test -> the start of its skip reason
     "test_one_trace_per_gpu_with_nccl_kernels_in_backward": "needs at least two CUDA devices",
     "test_job_report_on_gpus": "needs at least two CUDA devices",
     "test_more_ranks_than_gpus_is_refused": "needs at least two CUDA devices",
+    # G.6, the compiled module and its kernels alone: a run made after these (run_all.py's mlp_compile_kernels)
+    "test_g6_the_report_leads_to_the_triton_kernels_code": "no mlp_compile_kernels run in GPU_RUNS_DIR",
+    "test_g6_the_module_alone_times_its_kernels_by_category": "needs CUDA: runs the module and the kernel",
+    "test_g6_the_kernel_alone_and_with_max_autotune": "needs CUDA: runs the module and the kernel",
 }
 
 

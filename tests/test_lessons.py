@@ -25,15 +25,16 @@ def step_numbers(trace: Trace) -> list[int]:
 @pytest.mark.parametrize("key, files", [
     ("01_default", [f"64_{CPU_DTYPE}_cold_eager.json", f"64_{CPU_DTYPE}_cold_eager.txt"]),
     ("01_batch", [f"8x32_{CPU_DTYPE}_cold_eager.json", f"8x32_{CPU_DTYPE}_cold_eager.txt"]),
-    ("01_compile", [f"64_{CPU_DTYPE}_warm_compile.json", f"64_{CPU_DTYPE}_warm_compile.txt"]),
+    ("01_compile", [f"64_{CPU_DTYPE}_warm_compile.graph0.py", f"64_{CPU_DTYPE}_warm_compile.json", f"64_{CPU_DTYPE}_warm_compile.txt"]),
     ("01_gzip", ["16_fp32_warm_eager_sched-0-0-4_shapes.json.gz", "16_fp32_warm_eager_sched-0-0-4_shapes.txt"]),
     ("02_eager", [f"1024x32x64_{CPU_DTYPE}_warm_eager.json", f"1024x32x64_{CPU_DTYPE}_warm_eager.txt"]),
-    ("02_compile", [f"64x32x64_{CPU_DTYPE}_warm_compile.json", f"64x32x64_{CPU_DTYPE}_warm_compile.txt"]),
+    ("02_compile", [f"64x32x64_{CPU_DTYPE}_warm_compile.graph0.py", f"64x32x64_{CPU_DTYPE}_warm_compile.json", f"64x32x64_{CPU_DTYPE}_warm_compile.txt"]),
     ("03_eager", [f"2x16x64x256_{CPU_DTYPE}_warm_eager.json", f"2x16x64x256_{CPU_DTYPE}_warm_eager.txt"]),
-    ("03_compile", [f"2x16x64x256_{CPU_DTYPE}_warm_compile.json", f"2x16x64x256_{CPU_DTYPE}_warm_compile.txt"]),
+    ("03_compile", [f"2x16x64x256_{CPU_DTYPE}_warm_compile.graph0.py", f"2x16x64x256_{CPU_DTYPE}_warm_compile.json", f"2x16x64x256_{CPU_DTYPE}_warm_compile.txt"]),
 ])
 def test_writes_exactly_the_named_files(runs, key, files):
-    """P1.1: the file names are the run's knobs, and nothing else (no temporary file) is left."""
+    """P1.1: the file names are the run's knobs, and nothing else (no temporary file) is left; a compiled run also
+    copies Inductor's compiled module beside its trace (<tag>.graph0.py, docs/compiled-kernels.md)."""
     run = ok(runs[key])
     assert run.files() == files
     for name in files:

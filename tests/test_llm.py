@@ -174,8 +174,10 @@ def test_variants_in_the_file_name(llm_runs):
     tag = parse_tag(name)
     assert tag.shape == (1, 16, 4) and tag.variant("attn") == "eager" and tag.variant("cache") == "static"
     assert tag.variant("model") is None  # the default model adds no variant
-    compiled = parse_tag(ok(llm_runs["compile_static"]).files()[0])
+    files = ok(llm_runs["compile_static"]).files()
+    compiled = parse_tag(next(n for n in files if n.endswith(".json")))
     assert compiled.mode == "compile" and compiled.variant("model") == "tiny-llama"
+    assert f"{Path(next(n for n in files if n.endswith('.json'))).stem}.graph0.py" in files  # the compiled decode's module
 
 
 # -- L.1 one request per step ----------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ CASES = {
                   ("return self.down_proj(F.gelu(self.gate_proj(x), approximate=\"tanh\") * self.up_proj(x))",
                    "y = self.down_proj(F.gelu(self.gate_proj(x), approximate=\"tanh\") * self.up_proj(x))\n"
                    "        return self.narrow(F.relu(self.wide(self.norm(y))))")],
-                 ["--batch", str(B), "--seq", str(S), "--dim", str(D), "--hidden", str(H)], _mlp_flops),
+                 ["--batch", str(B), "--seq", str(S), "--dim", str(D), "--hidden", str(H), "--compile"], _mlp_flops),
     "my_attention": ("04_c_sdpa_attention.py", [("is_causal=True)", "is_causal=False)")],
                      ["--batch", "2", "--heads", str(HEADS), "--seq", str(SEQ), "--head_dim", str(HEAD_DIM),
                       "--backend", "flash"], lambda: _sdpa_flops(causal=False)),
@@ -224,3 +224,24 @@ def test_a_copy_of_the_naive_attention_keeps_its_memory_finding(copies):
     (f,) = [f for f in copies["my_naive"]["doc"]["findings"] if f["rule"] == "attention_scores_memory"]
     assert f["evidence"]["scores_shape"] == [2, HEADS, SEQ, SEQ] and f["evidence"]["annotation"] == "attn_fwd"
     assert f["evidence"]["score_sized_per_call"] >= 3
+
+
+def test_a_compiled_copy_leads_to_its_own_code(copies):
+    """The copy compiled (issue 40): Inductor's module is copied beside the copy's own trace, named after it, and the
+    report leads from each kernel Inductor generated for the changed workload (the LayerNorm's among them) to its
+    line there, with the command that runs it alone; nothing points into the lesson's folder."""
+    from common import inductor_source
+
+    c = copies["my_model"]
+    (trace,) = c["traces"]
+    (f,) = [f for f in c["doc"]["findings"] if f["rule"] == "generated_code"]
+    (module,) = f["evidence"]["modules"]
+    assert Path(module) == inductor_source.module_copy(trace, 0) and Path(module).parent == c["folder"] / "traces" / "my_model"
+    kernels = f["evidence"]["kernels"]
+    assert any("native_layer_norm" in k["name"] for k in kernels), [k["name"] for k in kernels]
+    lines = Path(module).read_text().splitlines()
+    for k in kernels:
+        (code,) = k["code"]
+        source = "\n".join(lines[code["line"] - 1:]).split("\n'''", 1)[0]  # the kernel's C++, to its closing quotes
+        assert code["module"] == module and f'"{k["name"]}"' in source
+    assert f["evidence"]["commands"] == [f"OMP_NUM_THREADS=1 uv run {module} -p"]

@@ -84,7 +84,7 @@ def fill(doc: str, machine: str, verdicts: dict, outcomes: dict, reports: dict) 
     lines = []
     for line in doc.splitlines():
         cells = line.split("|")
-        if len(cells) >= 5 and re.fullmatch(r"\s*P\d\.\d+\s*", cells[1]):
+        if len(cells) >= 5 and re.fullmatch(r"\s*[PG]\d\.\d+\s*", cells[1]):  # the posts' claims, the guides' (G)
             what = seen(cells[-3], cells[1].strip(), verdicts, outcomes, reports)
             text = f"{machine}: {what}".replace("|", "/").replace("\n", " ") if what else ""
             cells[-2] = f" {text[:CELL_CHARS]}{'…' if len(text) > CELL_CHARS else ''} "  # another GPU's words go

@@ -33,6 +33,7 @@ class LessonRun:
     shows: str  # the claims it is for (CLAIMS.md ids)
     needs: Optional[str] = None  # a module the run needs beyond the project's own (liger_kernel, kernels)
     hub: Optional[HubKernel] = None  # a kernel it loads from the Hub (reachable, or already in the local cache)
+    env: tuple = ()  # (name, value) pairs its process adds to the environment
 
 
 FLASH_ATTN2 = HubKernel("kernels-community/flash-attn2", 3)
@@ -53,6 +54,9 @@ RUNS = (
               "P2.2"),
     LessonRun("mlp", "03_simple_mlp.py", MLP, "P2.4 P2.6 P2.8"),
     LessonRun("mlp_compile", "03_simple_mlp.py", MLP + ("--compile",), "P2.7"),
+    # the TorchInductor profiling guide's workflow (docs/compiled-kernels.md): each Triton kernel's file runs alone
+    LessonRun("mlp_compile_kernels", "03_simple_mlp.py", MLP + ("--compile",), "G.6",
+              env=(("TORCHINDUCTOR_BENCHMARK_KERNEL", "1"),)),
     LessonRun("liger", "03_kernels_mlp.py", MLP + ("--source", "pip"), "P2.9 P2.10", needs="liger_kernel"),
     # Part 3: the post's commands, its default shapes (q, k, v [8, 16, 1024, 64] bf16, causal)
     LessonRun("attn_naive", "04_a_naive_attention.py", (), "P3.1 P3.2 P3.6 (bf16 GEMMs)"),

@@ -116,8 +116,9 @@ def _lesson(run: LessonRun, out: Path, carried_modules: set, hub_reachable) -> C
         return Command(run.key, argv, f"{run.needs} is neither installed nor carried")
     if run.hub is not None:
         access = LR.hub_access(run.hub, hub_reachable())
-        return Command(run.key, argv, access.skip, access.env, "" if access.skip else f"{run.hub.repo}: {access.how}")
-    return Command(run.key, argv)
+        return Command(run.key, argv, access.skip, access.env + run.env,
+                       "" if access.skip else f"{run.hub.repo}: {access.how}")
+    return Command(run.key, argv, env=run.env)
 
 
 def _importable(module: str) -> bool:

@@ -68,14 +68,14 @@ def lesson_run(base: Path, key: str) -> RunFiles:
     if RUNS_DIR:
         return files_of(Path(RUNS_DIR) / key)
     run = BY_KEY[key]
-    env = {}
+    env = dict(run.env)
     if run.hub is not None:
         if run.needs and importlib.util.find_spec(run.needs) is None:
             pytest.skip(f"{run.script} needs {run.needs}")
         access = LR.hub_access(run.hub)
         if access.skip:
             pytest.skip(access.skip)
-        env = dict(access.env)
+        env.update(access.env)
     result = run_script(run.script, *run.args, "--device", "cuda", trace_dir=base / key, env=env, timeout=900)
     if result.returncode != 0:
         raise RuntimeError(f"{run.script} {' '.join(run.args)} exited {result.returncode}: {result.stderr[-2000:]}")

@@ -102,3 +102,33 @@ def _beside(m: Model, graph_call: np.ndarray, mine: np.ndarray) -> dict:
     by_op = by_op[cpu.name[by_op] != dev.name[others][(ops >= 0) & ~np.isin(ops, calls)]]  # Inductor's own record
     return dict(beside=tuple(Counter(CATEGORY_KEYS[c] for c in dev.category[others].tolist()).most_common()),
                 ops_beside=tuple(Counter(m.names[cpu.name[i]] for i in by_op.tolist()).most_common()))
+
+
+GEMM_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "_scaled_mm", "_int_mm"})
+KIND_OF_KERNEL = {"gemm": "GEMM", "attention": "fused attention"}  # the kernel category an op's own kernel has
+
+
+def _op_kernel_category(op: str) -> str | None:
+    """The category of ``op``'s own kernel where no pointwise or reduction kernel does its work: a GEMM's,
+    an attention's (``_scaled_dot_product_cudnn_attention``); None for the others."""
+    return "gemm" if op in GEMM_OPS else "attention" if "attention" in op else None
+
+
+def split_listed(d: dict, source) -> dict:
+    """The decoded name ``d`` with the ops whose own kind of kernel still runs beside it moved from ``ops`` to
+    ``listed_not_fused`` ({op: the evidence}): Inductor names a kernel after the ops its nodes came from, and a
+    pointwise (or reduction) kernel that lists ``bmm`` or ``_scaled_dot_product_cudnn_attention`` moves their
+    inputs or outputs; their own GEMM or attention kernel still runs in the same compiled graph calls (an op of
+    that name launched kernels there, or kernels of that category ran there). A template (``tem``) kernel
+    does compute its GEMM: left as it is."""
+    if source is None or d["kind"] not in ("pointwise", "reduction", "persistent reduction"):
+        return {**d, "listed_not_fused": {}}
+    ops_beside, beside = dict(source.ops_beside), dict(source.beside)
+    listed = {}
+    for op in d["ops"]:
+        category = _op_kernel_category(op)
+        if ops_beside.get(f"aten::{op}"):
+            listed[op] = f"aten::{op} launched {ops_beside[f'aten::{op}']:,} kernels of its own"
+        elif category and beside.get(category):
+            listed[op] = f"{beside[category]:,} {KIND_OF_KERNEL[category]} kernels ran"
+    return {**d, "ops": [op for op in d["ops"] if op not in listed], "listed_not_fused": listed}

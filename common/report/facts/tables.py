@@ -34,7 +34,7 @@ from common.report.facts.phases import phase_table
 from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
 from common.report.facts.rows import Breakdown, OpRow, StepBreakdown, StepRow
-from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures
+from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures, step_breakdown
 from common.report.model import names as trace_names
 from common.report.model.build import ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, Model
 from common.report.model.gpus import Gpu
@@ -47,14 +47,12 @@ from common.report.facts.attention import AttentionFacts, attention_facts
 from common.report.facts.bandwidth import BandwidthFacts, bandwidth_facts
 from common.report.facts.copies import CopiesFacts, copies_facts
 from common.report.facts.first_step import FirstStepFacts, first_step_facts
+from common.report.facts.generated_code import GeneratedCodeFacts, generated_code_facts
 from common.report.facts.gemm import GemmFacts, gemm_facts
 from common.report.facts.lag import LagFacts, lag_facts
 from common.report.facts.overhead import OverheadFacts, overhead_facts
 from common.report.facts.phases import PhasesFacts, phases_facts
 from common.report.facts.timeline import TimelineFacts, timeline_facts
-
-DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"  # TensorBoard's DataLoader rows
-
 
 @dataclass(frozen=True, eq=False)
 class Tables:
@@ -94,6 +92,7 @@ class Tables:
     bandwidth: BandwidthFacts  # memory-bound kernels' bytes per second against the card's (:mod:`.bandwidth`)
     lag: LagFacts  # how far the GPU runs behind the host, the window's start to its end (:mod:`.lag`)
     arch: ArchFacts  # the GPU generation the matrix kernels were designed for, and the card's (:mod:`.arch`)
+    generated_code: GeneratedCodeFacts  # each generated kernel's share and code (:mod:`.generated_code`)
 
     @property
     def knobs(self) -> Optional[RunKnobs]:
@@ -132,26 +131,27 @@ def build_tables(m: Model) -> Tables:
     ops = op_table(m)
     phases = tuple(phase_table(m, gpu_busy))
     roofline = checked_roofline(build_roofline(m))
+    kernels, sources, frames, regime = kernel_table(m), kernel_sources(m), compile_frames(m, ops), regime_of(m, roofline)
     return Tables(
         model=m,
         numbers=numbers_of(m, gpu_busy, aligned),
         step_rows=rows,
         breakdown=Breakdown(**{k: float(v.sum()) for k, v in per_step.items()}, total=float(aligned.durations.sum())),
         categories=category_table(m),
-        kernels=kernel_table(m),
+        kernels=kernels,
         ops=ops,
         phases=phases,
         cpu_work=_cpu_work(m),
         gpu_busy=gpu_busy,
         gpu=gpu_of_trace(m),
         header=header_of(m),
-        compile=compile_frames(m, ops),
+        compile=frames,
         graph_launches=graph_launches(m),
-        kernel_sources=kernel_sources(m),
+        kernel_sources=sources,
         guess=_guess_check(m),
         memory=memory_of(m),
         roofline=roofline,
-        regime=regime_of(m, roofline),
+        regime=regime,
         launched_outside=launched_outside(m),
         # the themes' records
         overhead=overhead_facts(m, ops),
@@ -162,6 +162,7 @@ def build_tables(m: Model) -> Tables:
         per_phase=phases_facts(m, [p.name for p in phases]),
         attention=attention_facts(m),
         bandwidth=bandwidth_facts(m), lag=lag_facts(m), arch=arch_facts(m),
+        generated_code=generated_code_facts(m, kernels, ops, sources, regime.pace if regime is not None else None),
     )
 
 
@@ -299,29 +300,6 @@ def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumb
         tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
         weighted["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
     return EfficiencyNumbers(**figures_of_main, **weighted, kernels_with_launch_args=int(known.sum()))
-
-
-def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
-    """Per kept step, TensorBoard's breakdown: each instant counts once, in the first category active
-    then (kernel > memcpy > memset > runtime > dataloader > CPU exec), the rest is other."""
-    cpu, dev = m.cpu, m.dev
-    step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
-    dataloader = m.name_mask(lambda s: s.startswith(DATALOADER_PREFIX) and s.endswith(DATALOADER_SUFFIX))
-    is_op = (cpu.kind == OP) & ~step_name[cpu.name]
-    loading = is_op & dataloader[cpu.name]
-    runtime = cpu.kind == RUNTIME
-    layers = [Intervals(dev.ts[dev.kind == k], dev.end[dev.kind == k]) for k in (KERNEL, MEMCPY, MEMSET)]
-    layers += [Intervals(cpu.ts[sel], cpu.end[sel]) for sel in (runtime, loading, is_op & ~loading)]
-    covered_before = np.zeros(steps.kept)
-    union = Intervals.empty()
-    out = {}
-    for key, layer in zip(BREAKDOWN_KEYS, layers):
-        union = union.union(layer) if len(layer) else union
-        covered = np.asarray(union.covered(steps.starts, steps.ends), dtype=np.float64)
-        out[key] = covered - covered_before
-        covered_before = covered
-    out["other"] = np.maximum(steps.durations - covered_before, 0.0)
-    return out
 
 
 # ----------------------------------------------------------------------------- steps

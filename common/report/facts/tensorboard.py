@@ -30,8 +30,9 @@ from typing import Optional
 import numpy as np
 
 from common.report.model.intervals import Intervals
-from common.report.model.build import KERNEL, RUNTIME, Model
+from common.report.model.build import BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, Model
 
+DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"  # TensorBoard's DataLoader rows
 TAIL_KEEP_SHARE = 0.8  # the last step is kept when it launched at least this share of the previous step's work
 
 
@@ -173,3 +174,26 @@ def _occupancy(ts: np.ndarray, ends: np.ndarray, occupancy: np.ndarray, start: f
     if not known.any() or inside.sum() <= 0:
         return None
     return float((occupancy[known] * inside).sum() / inside.sum())
+
+
+def step_breakdown(m: Model, steps: AlignedSteps) -> dict:
+    """Per kept step, TensorBoard's breakdown: each instant counts once, in the first category active
+    then (kernel > memcpy > memset > runtime > dataloader > CPU exec), the rest is other."""
+    cpu, dev = m.cpu, m.dev
+    step_name = m.name_mask(lambda s: bool(STEP_RE.match(s)))
+    dataloader = m.name_mask(lambda s: s.startswith(DATALOADER_PREFIX) and s.endswith(DATALOADER_SUFFIX))
+    is_op = (cpu.kind == OP) & ~step_name[cpu.name]
+    loading = is_op & dataloader[cpu.name]
+    runtime = cpu.kind == RUNTIME
+    layers = [Intervals(dev.ts[dev.kind == k], dev.end[dev.kind == k]) for k in (KERNEL, MEMCPY, MEMSET)]
+    layers += [Intervals(cpu.ts[sel], cpu.end[sel]) for sel in (runtime, loading, is_op & ~loading)]
+    covered_before = np.zeros(steps.kept)
+    union = Intervals.empty()
+    out = {}
+    for key, layer in zip(BREAKDOWN_KEYS, layers):
+        union = union.union(layer) if len(layer) else union
+        covered = np.asarray(union.covered(steps.starts, steps.ends), dtype=np.float64)
+        out[key] = covered - covered_before
+        covered_before = covered
+    out["other"] = np.maximum(steps.durations - covered_before, 0.0)
+    return out

@@ -30,11 +30,13 @@ import mmap
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import msgspec
 
 from common.errors import fail
+from common.inductor_source import read_copies
 from common.knobs import METADATA_KEY, RunKnobs
 from common.printable import printable_all
 from common.report.load.columns import Columns, extract
@@ -62,6 +64,7 @@ class Loaded:
     knobs: Optional[RunKnobs]
     n_events: int  # every event of the trace, of any phase
     notes: tuple  # str
+    generated: tuple = ()  # the compiled modules copied beside the trace (common.inductor_source.CompiledModule)
 
 
 def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, parallel: bool = False) -> Loaded:
@@ -99,7 +102,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, paralle
     meta, notes = _bounded_meta(meta)
     meta = printable_all(meta)  # names are data: a control character in a GPU's or host's name is shown escaped
     return Loaded(str(path), size, file_bytes, columns, meta, RunKnobs.from_json(meta.get(METADATA_KEY)), n_events,
-                  tuple(notes))
+                  tuple(notes), read_copies(Path(path)) if str(path) != "-" else ())
 
 
 def _decode_whole(data, start: int, path) -> tuple[list, list, dict]:

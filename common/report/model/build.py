@@ -80,6 +80,7 @@ class Model:
     gpu_annotations: tuple  # (name, start, dur)
     overheads: tuple  # (name, start, dur, pid, tid)
     devices: dict  # device id -> deviceProperties entry
+    generated: tuple = ()  # the compiled modules copied beside the trace (common.inductor_source.CompiledModule)
 
     @property
     def has_gpu(self) -> bool:
@@ -145,7 +146,7 @@ def build(loaded: Loaded) -> Model:
         notes=tuple(loaded.notes) + tuple(notes + shape_notes + step_notes + tree_notes + device_notes + drawn_notes)
         + tuple(memory_notes), t0=t0,
         window=(0.0, t1 - t0), window_source=source, steps=steps, names=names, cpu=cpu, dev=dev, mem=mem,
-        gpu_annotations=gpu_annotations, overheads=overheads, devices=devices,
+        gpu_annotations=gpu_annotations, overheads=overheads, devices=devices, generated=loaded.generated,
     )
     _tick("model built")
     return model

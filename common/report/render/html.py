@@ -192,16 +192,20 @@ def memory_plot(t: Tables) -> Plot | None:
 
 
 def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = (),
-                job_verdict: str | None = None, timeline_trace=None) -> str:
+                job_verdict: str | None = None, timeline_trace=None, page_dir=None) -> str:
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings;
-    ``job_verdict``: for one rank of a job, the job report's straggler line, shown under the steps."""
+    ``job_verdict``: for one rank of a job, the job report's straggler line, shown under the steps;
+    ``page_dir``: the folder the page is written to (its links to the generated code are relative to it)."""
+    from common.report.render.generated_code import generated_code_section
+
     plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t), *_roofline_plot(t)]
     under = {plot_id: "".join(_verdict(f.rule, f.level, f.message) for f in findings if f.rule in rules)
              for plot_id, rules in VERDICTS_UNDER.items()}
     if job_verdict:
         under["breakdown"] += _verdict("straggler", "note", job_verdict)
     parts = [_header(t)] + [_figure(p, under.get(p.id, "")) for p in plots if p is not None]
-    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), *extra_sections, findings_html(findings, t, timeline_trace)]
+    parts += [_steps_table(t), _phases_table(t), _roofline_table(t), generated_code_section(t, page_dir), *extra_sections,
+              findings_html(findings, t, timeline_trace)]
     parts += [f"<p class=\"hint\">note: {html.escape(n)}</p>" for n in t.model.notes]
     return _page(f"Trace report: {t.model.path}", parts)
 
@@ -257,5 +261,8 @@ def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: 
     annotated copy the findings' timeline commands open (default: the trace read)."""
     from common.output import write_file
 
-    page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace)
+    from pathlib import Path
+
+    page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace,
+                       page_dir=Path(dest).parent)
     return write_file(dest, page.encode(), flag=flag, what="the page")

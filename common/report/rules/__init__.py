@@ -12,7 +12,7 @@ judge them; they do not aggregate events (a number a rule needs is a field of it
 The themes: :mod:`.trace` (the trace itself), :mod:`.overhead` (overhead- or compute-bound, the
 profiler table's rows), :mod:`.timeline` (steps, gaps, syncs), :mod:`.gemm` (matrix multiplies and
 the dispatch chain), :mod:`.copies` (copies you did not write), :mod:`.compile` (torch.compile,
-CUDA graphs), :mod:`.phases` (per annotation), :mod:`.guess` (the lesson's guess against what ran),
+CUDA graphs), :mod:`.generated_code` (from a compiled kernel to its code), :mod:`.phases` (per annotation), :mod:`.guess` (the lesson's guess against what ran),
 :mod:`.attention` (Part 3), :mod:`.memory` (allocations, --profile-memory), :mod:`.first_step` (the profiler's
 first recorded step); judgements several themes share are in :mod:`.judge`, the per-step figures in :mod:`.per_step`.
 A new theme is a new module here and its rules' lines in :data:`RULES`, where the report's order of
@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 
 from common.report.findings import Finding
-from common.report.rules import arch, attention, bandwidth, copies, first_step, gemm, guess, hand_written, memory
+from common.report.rules import arch, attention, bandwidth, copies, first_step, gemm, generated_code, guess, hand_written
+from common.report.rules import memory
 from common.report.rules import compile as compiled
 from common.report.rules import lag, overhead, phases, regime, roofline, timeline, trace
 
@@ -79,6 +80,7 @@ RULES: list = [
     attention.sdpa_cpu_in_library,
     memory.attention_scores_memory,
     memory.kv_cache_growth,
+    generated_code.generated_code,  # last: the next step, from the trace to the code
 ]
 
 STRICT_ENV = "REPORT_STRICT_RULES"  # set (to anything but "" or "0"): a rule that crashes raises (the tests set it)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from common.report.model import names as trace_names
 from common.report.facts.compile import COMPILE_FRAMES, FXGRAPH, REGION
+from common.report.facts.kernel_sources import split_listed
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
@@ -32,7 +33,9 @@ def torch_compile(t: Tables):
     verdict = "one graph, called from its cache every step" if one else "several graphs (see recompiles)"
     cost, ev = _frames_cost(t, nsteps)
     return Finding("torch_compile", f"torch.compile frames: {'; '.join(parts)}: {verdict}{cost}",
-                   "generated code: /tmp/torchinductor_<user>/ (TORCH_COMPILE_DEBUG=1 or TORCH_LOGS=output_code); "
+                   "the generated code: a lesson copies the compiled module beside its trace (<trace>.graph0.py, "
+                   "which generated_code reads); Inductor's own is in its cache, /tmp/torchinductor_<user>/ "
+                   "(TORCH_LOGS=output_code prints where); "
                    "for a single small op the Dynamo/AOT wrappers cost more CPU than eager: --compare this run with "
                    "its eager twin to see it",
                    dict(regions=info.regions, hashes=info.hashes, frames=info.frames, **ev))
@@ -114,7 +117,7 @@ def fused_kernels(t: Tables):
     if not rows:
         return None
     rows.sort(key=lambda r: -r[2])
-    rows = [(n, _split_listed(d, source), us, c, lane, per, source) for n, d, us, c, lane, per, source in rows]
+    rows = [(n, split_listed(d, source), us, c, lane, per, source) for n, d, us, c, lane, per, source in rows]
     txt = "; ".join(f"{n} -> {_described(d)} ({_per_call(c, lane, per, source)})"
                     for n, d, us, c, lane, per, source in rows[:4])
     more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
@@ -127,36 +130,6 @@ def fused_kernels(t: Tables):
                    dict(kernels=[dict(name=n, lane=lane, calls=c, total_us=rounded(us), per_call_us=rounded(per),
                                       launched_from=[caller for caller, _ in source.callers] if source else None, **d)
                                  for n, d, us, c, lane, per, source in rows[:20]], compiled=t.compile is not None))
-
-
-GEMM_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "_scaled_mm", "_int_mm"})
-KIND_OF_KERNEL = {"gemm": "GEMM", "attention": "fused attention"}  # the kernel category an op's own kernel has
-
-
-def _op_kernel_category(op: str) -> str | None:
-    """The category of ``op``'s own kernel where no pointwise or reduction kernel does its work: a GEMM's,
-    an attention's (``_scaled_dot_product_cudnn_attention``); None for the others."""
-    return "gemm" if op in GEMM_OPS else "attention" if "attention" in op else None
-
-
-def _split_listed(d: dict, source) -> dict:
-    """The decoded name ``d`` with the ops whose own kind of kernel still runs beside it moved from ``ops`` to
-    ``listed_not_fused`` ({op: the evidence}): Inductor names a kernel after the ops its nodes came from, and a
-    pointwise (or reduction) kernel that lists ``bmm`` or ``_scaled_dot_product_cudnn_attention`` moves their
-    inputs or outputs; their own GEMM or attention kernel still runs in the same compiled graph calls (an op of
-    that name launched kernels there, or kernels of that category ran there). A template (``tem``) kernel
-    does compute its GEMM: left as it is."""
-    if source is None or d["kind"] not in ("pointwise", "reduction", "persistent reduction"):
-        return {**d, "listed_not_fused": {}}
-    ops_beside, beside = dict(source.ops_beside), dict(source.beside)
-    listed = {}
-    for op in d["ops"]:
-        category = _op_kernel_category(op)
-        if ops_beside.get(f"aten::{op}"):
-            listed[op] = f"aten::{op} launched {ops_beside[f'aten::{op}']:,} kernels of its own"
-        elif category and beside.get(category):
-            listed[op] = f"{beside[category]:,} {KIND_OF_KERNEL[category]} kernels ran"
-    return {**d, "ops": [op for op in d["ops"] if op not in listed], "listed_not_fused": listed}
 
 
 def _described(d: dict) -> str:
