@@ -92,6 +92,16 @@ def test_an_emulated_dtype_is_slow_not_noisy(tmp_path):
     assert "regime_cannot_tell" not in emulated and "compute_bound" in emulated
 
 
+def test_a_share_between_the_thresholds_is_neither_said_not_silent(tmp_path):
+    """Compute ops at 82% of every step (a 64x64 matmul that bf16's emulation makes slow, found by running the
+    suite on the bf16 path): neither overhead- nor compute-bound, said with the share; no regime finding was silence."""
+    between = rules(matmul_add_trace(tmp_path, "between.json", step_us=[100] * 3, mm_us=[78] * 3))
+    assert "overhead_bound" not in between and "compute_bound" not in between
+    f = between["regime_cannot_tell"]
+    assert f.message.startswith("neither overhead- nor compute-bound: the compute ops' own work is 8") and f.evidence["between"]
+    assert "quieter" not in f.hint  # nothing was noisy
+
+
 def test_the_fastest_steps_carry_the_verdict(tmp_path):
     """One stalled step (the machine busy for 10 ms inside aten::mm) does not turn an overhead-bound
     run compute-bound: the verdict reads the fastest half of the steps."""

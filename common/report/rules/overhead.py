@@ -42,6 +42,7 @@ class Regime:
     verdict: str | None  # "overhead" | "compute" | None (in between, or cannot tell)
     cannot_tell: str = ""  # why the steps cannot carry a verdict ("" when they can)
     shares: tuple = ()  # the compute share of each step read (the fastest half), %
+    between: bool = False  # the steps agree on a share between the two thresholds: neither regime alone
 
 
 def _fastest_half(work) -> list:
@@ -67,8 +68,11 @@ def cpu_regime(t: Tables) -> Regime | None:
         return Regime(None, f"the fastest steps disagree (compute ops {min(shares):.0f}% of one step, "
                             f"{max(shares):.0f}% of another): too noisy to call", shares)
     median = sorted(shares)[len(shares) // 2]
-    verdict = "overhead" if median < CPU_OVERHEAD_BELOW_PCT else "compute" if median >= CPU_COMPUTE_FROM_PCT else None
-    return Regime(verdict, "", shares)
+    if CPU_OVERHEAD_BELOW_PCT <= median < CPU_COMPUTE_FROM_PCT:
+        return Regime(None, f"the compute ops' own work is {median:.0f}% of the fastest steps, between the "
+                            f"{CPU_OVERHEAD_BELOW_PCT:.0f}% under which the dispatch around them is the cost and the "
+                            f"{CPU_COMPUTE_FROM_PCT:.0f}% from which their work is", shares, between=True)
+    return Regime("overhead" if median < CPU_OVERHEAD_BELOW_PCT else "compute", "", shares)
 
 
 def _read_pct(t: Tables) -> float:
@@ -86,7 +90,8 @@ def _cpu_regime(t: Tables) -> str | None:
 def regime_cannot_tell(t: Tables):
     """Where the CPU steps cannot carry an overhead- or compute-bound verdict (the fastest steps
     disagree, or the matmul ran slower than any CPU computes it), say so and why, instead of
-    guessing: a busy machine's waiting is not a regime."""
+    guessing: a busy machine's waiting is not a regime. Where they agree on a compute share between
+    the two thresholds, say it is neither, with the share (silence would leave the run without a regime)."""
     if t.has_gpu:
         return None
     regime = cpu_regime(t)
@@ -94,9 +99,12 @@ def regime_cannot_tell(t: Tables):
         return None
     threads = (t.knobs.cpu or {}).get("threads") if t.knobs is not None and isinstance(t.knobs.cpu, dict) else None
     pinned = f" (this run used {threads} intra-op thread{'s' if threads != 1 else ''})" if threads else ""
-    return Finding("regime_cannot_tell", f"cannot tell overhead-bound from compute-bound: {regime.cannot_tell}",
-                   f"run it again when the machine is quieter, or with more active steps (--schedule 1,1,10){pinned}",
-                   dict(reason=regime.cannot_tell, fastest_steps_compute_pct=[rounded(x) for x in regime.shares],
+    hint = ("both count: the ops' own work (the hotspot) and the dispatch around them (fewer, larger ops)"
+            if regime.between else
+            f"run it again when the machine is quieter, or with more active steps (--schedule 1,1,10){pinned}")
+    said = "neither overhead- nor compute-bound" if regime.between else "cannot tell overhead-bound from compute-bound"
+    return Finding("regime_cannot_tell", f"{said}: {regime.cannot_tell}", hint,
+                   dict(reason=regime.cannot_tell, between=regime.between, fastest_steps_compute_pct=[rounded(x) for x in regime.shares],
                         matmul_gflops=rounded(matmul_gflops(t), 3), plausible_floor_gflops=rounded(plausible_floor(t), 3)),
                    level="note", spans=_every_step(t))
 
