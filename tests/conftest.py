@@ -61,23 +61,35 @@ def pytest_cmdline_main(config):
 MEASURED_DTYPE = "LESSONS_SUITE_CPU_DTYPE"  # the session's measurement, handed to the workers (they start later)
 
 
-def _cpu_dtype() -> str:
-    """The dtype a lesson runs in on this CPU without --dtype: the one LESSONS_CPU_DTYPE sets (the suite's switch
-    to the other CPU's path, docs/testing.md), else as common/cpu.py measures it (bf16 where the CPU has bf16
-    matmul instructions, fp32 where torch emulates bf16), once a session, as a lesson does."""
-    from common.cpu import DTYPE_ENV, env_dtype
+def _measured_dtype() -> str:
+    """The dtype this CPU computes at speed, as common/cpu.py measures it for a lesson without --dtype (bf16 where
+    the CPU has bf16 matmul instructions, fp32 where torch emulates bf16): once a session."""
+    from common.cpu import DTYPE_ENV
 
-    if os.environ.get(DTYPE_ENV):
-        return env_dtype()
     if not os.environ.get(MEASURED_DTYPE):
         code = "from common.cpu import choose; print(choose(None, 1)[0])"
-        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        env = {k: v for k, v in os.environ.items() if k != DTYPE_ENV}
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env=env)
         assert out.returncode == 0, out.stderr
         os.environ[MEASURED_DTYPE] = out.stdout.strip()
     return os.environ[MEASURED_DTYPE]
 
 
+def _cpu_dtype() -> str:
+    """The dtype a lesson runs in on this CPU without --dtype: the one LESSONS_CPU_DTYPE sets (the suite's switch
+    to the other CPU's path, docs/testing.md), else the measured one."""
+    from common.cpu import DTYPE_ENV, env_dtype
+
+    return env_dtype() if os.environ.get(DTYPE_ENV) else _measured_dtype()
+
+
 CPU_DTYPE = _cpu_dtype()  # "bf16" or "fp32": the <dtype> of a default CPU run's file names
+# LESSONS_CPU_DTYPE=bf16 on a CPU that emulates bf16: its matmuls run 20-100x slower than fp32's
+CPU_DTYPE_EMULATED = CPU_DTYPE not in ("fp32", _measured_dtype())
+# Part 1's compute-bound run: a matmul of about a second a call (2048; 512 where the dtype is emulated, or one
+# run would take minutes)
+BIG_SIZE = 512 if CPU_DTYPE_EMULATED else 2048
 CPU_DTYPE_BYTES = element_bytes(CPU_DTYPE)
 
 # Small shapes keep every run to seconds on a 2-core CPU.
@@ -339,7 +351,7 @@ def _lesson_runs(base: Path) -> dict[str, Run]:
         "01_warm": ("01_matmul_add.py", ["--warmup"]),
         # the posts' wait=0, warmup=0, active=20 experiment; also the report's page and the annotated trace
         "01_cold_sched": ("01_matmul_add.py", ["--schedule", "0,0,20", "--html", "--annotate"]),
-        "01_2048": ("01_matmul_add.py", ["--size", "2048", "--warmup"]),
+        "01_2048": ("01_matmul_add.py", ["--size", str(BIG_SIZE), "--warmup"]),
         "02_eager": ("02_linear.py", []),
         "02_compile": ("02_linear.py", ["--batch", "64", "--compile"]),
         "03_eager": ("03_simple_mlp.py", SMALL_MLP),

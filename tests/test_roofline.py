@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CPU_DTYPE, command_env, report_json, run_module, trace_of
+from conftest import BIG_SIZE, CPU_DTYPE, command_env, report_json, run_module, trace_of
 from gpu_synth import H100_COPY, matmul_add
 from h100 import h100_trace
 from test_pictures import BROWSER, _chromium
@@ -121,7 +121,7 @@ def test_cpu_steps_rate_rises_with_size(runs):
     small, _ = _roofline(trace_of(runs["01_warm"]))
     big, _ = _roofline(trace_of(runs["01_2048"]))
     assert small["source"] == big["source"] == "count"  # the lesson counted its own work
-    assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * 2048 ** 3
+    assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * BIG_SIZE ** 3
     (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
         small["step_gflops"], big["step_gflops"])
     # the share of the step that is the matmul's own work: much smaller at 64 than at 2048 (at 2048 the add's
