@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIG_SIZE, CPU_DTYPE, command_env, report_json, run_module, trace_of
+from conftest import BIG_SIZE, CPU_DTYPE, CPU_DTYPE_EMULATED, command_env, report_json, run_module, trace_of
 from gpu_synth import H100_COPY, matmul_add
 from h100 import h100_trace
 from test_pictures import BROWSER, _chromium
@@ -127,7 +127,10 @@ def test_cpu_steps_rate_rises_with_size(runs):
     # the share of the step that is the matmul's own work: much smaller at 64 than at 2048 (at 2048 the add's
     # pass over 4M elements and the dispatch are a few percent; a loaded machine moves both runs, not the order)
     s_share, b_share = s_step / s_op, b_step / b_op
-    assert s_share < 0.8 and b_share > s_share and b_step > s_step, (s_op, s_step, b_op, b_step)
+    assert s_share < 0.8 and b_share > s_share, (s_op, s_step, b_op, b_step)
+    # the steps' rate rises with the size, where the dtype runs at speed (an emulated bf16 matmul of 512 computes
+    # slower per FLOP than one of 64: 0.6 against 2.4 GFLOP/s)
+    assert b_step > s_step or CPU_DTYPE_EMULATED, (s_op, s_step, b_op, b_step)
     size = {"bf16": 2, "fp16": 2, "fp32": 4}[CPU_DTYPE]
     assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] == 3 * 64 * 64 * size  # x, w, out
     text = run_module("common.report", trace_of(runs["01_warm"]), env=command_env(COLUMNS="120")).stdout
