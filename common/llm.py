@@ -4,7 +4,7 @@
 comes from (the default random Llama, a local folder, or a Hub id), that it is a causal LM, that
 the attention implementation is installed, that the prompt plus the new tokens fit the model's
 positions, and how many elements the weights, the KV cache and the activations take.
-:func:`build` then makes the model, :func:`new_cache` the KV cache of one request, and
+:func:`build` then makes the model, :class:`CacheMaker` the KV cache of each request, and
 :func:`read_speeds` reads prefill's and decode's time back from the profiled steps.
 """
 

@@ -16,7 +16,7 @@ whose command left the docs fails it too. The kinds:
   job under torchrun in ``tests/test_ddp.py``, CUDA graphs in ``tests/gpu``): its ``--help`` must
   answer and name each of its flags, and the covering test file must pass each flag.
 - :class:`Report`: ``common.report`` on traces the tests made; placeholders (``TRACE``, ``A``,
-  ``B``, ``DIR``, ``<tag>``, the posts' trace paths) resolved by :data:`PLACES`; outputs go to a
+  ``B``, ``DIR``, ``<tag>``, the posts' trace paths) resolved by :func:`places`; outputs go to a
   temporary folder and must appear. They run two at a time.
 - :class:`View`, :class:`ViewList`, :class:`Share`: the viewer serves the trace to a client as
   the Perfetto UI and stops; ``--list`` lists a run; ``common.share`` without a login refuses in

@@ -154,7 +154,7 @@ def test_renderers_reach_no_rules_module(path):
 def test_shared_modules_import_nothing_from_the_report():
     """The modules of common/ the report uses (output, errors, commands, ...) import nothing from
     common/report: the dependency runs report -> shared only. The lessons' helpers that print the
-    report (lesson.py, distributed.py) are its callers, and the report imports none of them."""
+    report (common/lesson.py, common/distributed.py) are its callers, and the report imports none of them."""
     report = {m for m in MODULES if m == "common.report" or m.startswith("common.report.")}
     shared = set().union(*(GRAPH[m] for m in report)) - report
     assert shared >= {"common.output", "common.errors", "common.commands"}, shared

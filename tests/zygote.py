@@ -2,7 +2,7 @@
 
 A lesson spends about 5 s of a 6 s test run importing torch and the compiler stack that torch's profiler
 loads on start (``torch._inductor``); the suite starts a few hundred lessons. Here one server process
-imports them once (:data:`WARM`, never running an op, so no thread pool exists yet) and listens on a Unix
+imports them once (:func:`_warm`, never running an op, so no thread pool exists yet) and listens on a Unix
 socket; each request forks a child that becomes the lesson: its own folder, environment, argv and
 standard streams (files the test reads back), the script run as ``__main__`` from its file, exactly as
 ``python SCRIPT ARGS`` runs it, and its exit status sent back. ``python -m MODULE ARGS`` (the report, the

@@ -11,7 +11,7 @@ instructions of its own generation: on Hopper (sm_90) an sm80 kernel's tensor-co
 Per matrix kernel (attention, and GEMMs on tensor cores) whose design the name says, by device time
 (:class:`ArchKernel`): the design, the card's, its share of the steps' device time, its launch (blocks and
 threads, median) and whether its grid is the card's SM count (a persistent kernel: one block per SM, each
-working through many tiles). Numbers only (:mod:`.rules.arch` words them).
+working through many tiles). Numbers only (:mod:`~common.report.rules.arch` words them).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ bytes are a floor (:class:`MemoryRate`), from what the trace or the workload say
 
 A kernel that reads more than once (a broadcast mask, a reduction's two passes) moves more than the floor,
 so the rate and its share of the bandwidth are lower bounds. A rate above the bandwidth (data the L2 cache
-served) says nothing about the device memory: that row is left out. Numbers only (:mod:`.rules.bandwidth`
+served) says nothing about the device memory: that row is left out. Numbers only (:mod:`~common.report.rules.bandwidth`
 words them).
 """
 

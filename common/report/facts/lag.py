@@ -9,7 +9,7 @@ the trace did not record) are left out.
 
 Where each step's device work outlasts its host wall, the lag grows by the difference every step (the host
 queues ahead); :attr:`LagFacts.growth_us` is that growth, from the first step's end to the last's. Numbers only
-(:mod:`.rules.lag` words them; the steps table's caption gives the start and the end beside each other).
+(:mod:`~common.report.rules.lag` words them; the steps table's caption gives the start and the end beside each other).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class OpMemoryRow:
 
 def op_memory_table(m: Model, devices: tuple | None = None) -> tuple[OpMemoryRow, ...]:
     """The plugin's per-operator memory rows, every device, by self allocation size (then name); ``devices``:
-    :func:`~.memory_devices.device_codes` of the memory events, where already known."""
+    :func:`~common.report.model.memory_devices.device_codes` of the memory events, where already known."""
     mem, cpu = m.mem, m.cpu
     if not mem.n or not cpu.n:
         return ()

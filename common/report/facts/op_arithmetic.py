@@ -1,6 +1,6 @@
 """One op call's arithmetic from its ``record_shapes``: FLOPs, ideal bytes, its shape in words.
 
-The roofline (:mod:`.roofline`) counts these ops (:mod:`.shapes` names them):
+The roofline (:mod:`.roofline`) counts these ops (:mod:`~common.report.load.shapes` names them):
 
 - **GEMMs** (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``, ``_scaled_mm``): ``[M,K] @ [K,N]`` does
   ``2·M·N·K`` FLOPs (times the batch for ``bmm``), plus ``M·N`` for a bias (``addmm``, ``baddbmm``,
@@ -24,7 +24,7 @@ The roofline (:mod:`.roofline`) counts these ops (:mod:`.shapes` names them):
   bytes: dO, q, k, v and the output read, the logsumexp (fp32, one per query row) read, dq, dk, dv
   written, at q's dtype.
 
-Plain Python over :class:`~.shapes.OpShapes` (no numpy).
+Plain Python over :class:`~common.report.load.shapes.OpShapes` (no numpy).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The least bytes a memory op must move, from its ``record_shapes`` (:data:`~.shapes.MEMORY_OPS`).
+"""The least bytes a memory op must move, from its ``record_shapes`` (:data:`~common.report.load.shapes.MEMORY_OPS`).
 
 Each tensor input read once and the output written once, at their element sizes (``Input type``):
 
@@ -9,7 +9,7 @@ Each tensor input read once and the output written once, at their element sizes 
   it: a lower bound either way).
 
 A scalar (``[]``) moves nothing; an input whose size or type the trace does not give, or shapes that do not
-broadcast, leave the op's bytes unknown (None). Plain Python over :class:`~.shapes.OpShapes`.
+broadcast, leave the op's bytes unknown (None). Plain Python over :class:`~common.report.load.shapes.OpShapes`.
 """
 
 from __future__ import annotations

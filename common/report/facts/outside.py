@@ -1,7 +1,7 @@
 """Device work launched outside the trace: what ran in the window that no runtime call of it launched.
 
 A device event belongs to the runtime call with its correlation id, and through it to an op, a call
-and a step (:mod:`.model`). Kineto keeps the device events that ran while it recorded even when their
+and a step (:mod:`~common.report.model.build`). Kineto keeps the device events that ran while it recorded even when their
 launch came before (the warm-up step of ``schedule(warmup=1)`` queues kernels that run in the first
 active step): those have an id no runtime call of the trace has. Counting them as the step they run
 in would give that step work it never launched (a step "launching" 6 kernels where each launched 5,

@@ -5,7 +5,7 @@ Kernels are typed by name as HTA does (communication ``nccl...Kernel``; memory `
 kernels launched (by a correlated runtime call) before the last profiled step starts count, because
 HTA leaves the last step out; with one step or none, every device event counts. The one-trace report
 gives the overlap as ``gpu.comm_comp_overlap_pct`` (:mod:`.tables`), the job report per rank
-(:mod:`.ranks`).
+(:mod:`~common.report.job.ranks`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
    (and, for matrix work, its roof) is the verdict; where the matrix work's bytes are unknown, or no
    class holds most of it, cannot tell.
 
-Numbers only (:mod:`.rules.regime` words them). Computed once per trace by :func:`regime_of`.
+Numbers only (:mod:`~common.report.rules.regime` words them). Computed once per trace by :func:`regime_of`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ the roof that bounds each row: ``Roofline``). :func:`build_roofline` runs the th
 
 Definitions:
 
-- **counted op**: a GEMM (:data:`~.shapes.GEMM_OPS`: ``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``,
+- **counted op**: a GEMM (:data:`~common.report.load.shapes.GEMM_OPS`: ``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``,
   ``_scaled_mm``; ``aten::matmul`` and ``aten::linear`` dispatch to these) or an attention op
-  (:data:`~.shapes.ATTENTION_OPS`: SDPA and its backends' ops, forward and backward) with no counted
+  (:data:`~common.report.load.shapes.ATTENTION_OPS`: SDPA and its backends' ops, forward and backward) with no counted
   op beneath it, so each multiply counts once: SDPA's flash path counts its innermost op, its math
   path the ``aten::bmm`` calls it makes.
 - **FLOPs** and **ideal bytes** per call, from ``record_shapes``' ``Input Dims`` (:mod:`.op_arithmetic`
@@ -26,7 +26,7 @@ Definitions:
   every counted FLOP in the ProfilerSteps over the steps' wall time, so the
   dispatch, the other ops and the waits count: on the CPU, where a matmul has no launch to wait on,
   the op's own rate barely moves with size while the steps' rate shows the overhead.
-- **peak** (:mod:`.peaks`): the datasheet's dense figure for the op's dtype on the trace's GPU;
+- **peak** (:mod:`~common.report.model.peaks`): the datasheet's dense figure for the op's dtype on the trace's GPU;
   **share of peak** = achieved / peak. **Ridge point** = peak FLOP/s / peak bytes/s: an op whose
   intensity is below it is bound by memory bandwidth, above it by compute; the **roof** at its
   intensity is min(peak FLOP/s, intensity x peak bytes/s). Unknown device, dtype
@@ -233,7 +233,7 @@ def _counted(m: Model) -> np.ndarray:
 
 def _call_times(m: Model, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per CPU event: the device time of the kernels launched under it, if counted, and whether any
-    of them ran on tensor cores (for an fp32 op: TF32; :func:`~.names.uses_tensor_cores`, or ``tf32``
+    of them ran on tensor cores (for an fp32 op: TF32; :func:`~common.report.model.names.uses_tensor_cores`, or ``tf32``
     in the name). Each kernel goes to the counted op around its launch (the innermost)."""
     cpu, dev = m.cpu, m.dev
     kernels = np.flatnonzero((dev.kind == KERNEL) & (dev.launch >= 0))
@@ -423,7 +423,7 @@ def _or_unknown(value, unit: str) -> str:
 
 
 def row_json(j: Judged) -> dict:
-    """One judged row as ``--json`` writes it (the keys :mod:`.render` documents)."""
+    """One judged row as ``--json`` writes it (its keys: docs/report.md, "JSON schema")."""
     r = j.row
     return dict(op=r.op, shape=r.shape, dtype=r.dtype, calls=r.calls, flops=r.flops, bytes=r.bytes,
                 intensity=r.intensity, time_us=r.time_us, tflops=r.tflops,

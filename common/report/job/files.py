@@ -2,7 +2,7 @@
 
 A job is given as a folder (every ``.json``/``.json.gz`` in it; the lessons' ``.txt`` tables and
 hidden temporary files are left alone) or as several traces named ``..._rank<k>``. Each file is
-decoded once, by the report's loader (:mod:`.load`); :func:`rank_file` reads from that
+decoded once, by the report's loader (:mod:`~common.report.load.reader`); :func:`rank_file` reads from that
 :class:`~common.report.load.reader.Loaded` its rank and job (``distributedInfo`` and a lesson's ``"lesson"``
 metadata; the file name as a fallback), and what the model does not keep about collectives: a CPU
 backend's collective events (``gloo:all_reduce``, on the backend's own thread) and the message sizes

@@ -265,7 +265,7 @@ def job_report(traces: list[RankTrace]) -> JobReport:
 
 
 def read_rank(path: Path, parallel: bool = False, max_bytes: int | None = None) -> RankTrace:
-    """One rank's trace, decoded once: what it says about its job (:func:`.job_files.rank_file`) and
+    """One rank's trace, decoded once: what it says about its job (:func:`.files.rank_file`) and
     its model's numbers, from the same :class:`~common.report.load.reader.Loaded`."""
     loaded = load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
     f = rank_file(loaded)

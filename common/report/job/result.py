@@ -1,5 +1,5 @@
 """The job report's typed result: what :mod:`.ranks` computes over a job's traces and the renderers
-(:mod:`.render_ranks`: rich text and the JSON's ``ranks`` section) print as it is.
+(:mod:`~common.report.render.job`: rich text and the JSON's ``ranks`` section) print as it is.
 
 Times in µs, per profiled step; a rank's row holds medians over its steps.
 """

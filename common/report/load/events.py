@@ -35,7 +35,7 @@ class Args(Struct, gc=False):
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
-    # collectives (:func:`~common.report.load.columns.collective_records`): a CPU backend's event still running
+    # collectives (:func:`.columns._collective_events`): a CPU backend's event still running
     # when the profiler stopped (``finished: false``), and a NCCL kernel's message (elements, their dtype)
     finished: Any = None
     msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")

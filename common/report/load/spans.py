@@ -1,5 +1,5 @@
 """Spans: where a big trace's ``traceEvents`` array can be cut between two events, so the loader
-(:mod:`.load`) decodes it a slice at a time (and in two processes on the command line).
+(:mod:`.reader`) decodes it a slice at a time (and in two processes on the command line).
 
 Bytes only: nothing here decodes an event. A cut is a comma between ``}`` and ``{"ph"`` (how Kineto
 and Chrome write one event per line); a comma that only looks like one (inside a nested value) leaves

@@ -2,7 +2,7 @@
 
 :func:`build` makes it from the loaded columns in named steps: impossible values out
 (:mod:`.plausible`), the host steps and the window, the CPU lane with its call tree, the device
-lane with each event's launch, op and category. Then :mod:`.tables` computes, once, every number
+lane with each event's launch, op and category. Then :mod:`~common.report.facts.tables` computes, once, every number
 the rules and renderers read (:func:`common.report.tables_of` runs load, model and tables). The
 model holds numpy columns (``m.cpu.ts``, ``m.dev.name``: :mod:`.lanes`), so no Python loop runs per event.
 
@@ -60,7 +60,7 @@ class Step:
 @dataclass(frozen=True, eq=False)
 class Model:
     """The trace as lanes and steps, every field filled where :func:`build` makes it; nothing writes
-    into it afterwards (:mod:`.tables` computes the numbers into a :class:`~common.report.facts.tables.Tables`)."""
+    into it afterwards (:mod:`~common.report.facts.tables` computes the numbers into a :class:`~common.report.facts.tables.Tables`)."""
 
     path: str
     size_bytes: int

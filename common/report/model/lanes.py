@@ -1,6 +1,6 @@
 """The model's two lanes: one numpy column per field, one row per event (``m.cpu.ts[i]``, ``m.dev.name[j]``).
 
-:mod:`.model` fills every field of a lane at once, where it builds the lane (the step of each event
+:mod:`.build` fills every field of a lane at once, where it builds the lane (the step of each event
 included); nothing writes into a lane after that. Times are microseconds relative to the window's
 start; indices (``parent``, ``launch``, ``op``) point into the CPU lane, -1 where none.
 """
@@ -17,7 +17,7 @@ class CpuLane:
     """The CPU events, sorted by (thread, start, longest first), with their call tree."""
 
     n: int  # how many events
-    kind: np.ndarray  # OP, ANNOTATION, RUNTIME or PYTHON (:mod:`.model`)
+    kind: np.ndarray  # OP, ANNOTATION, RUNTIME or PYTHON (:mod:`.build`)
     ts: np.ndarray  # start
     dur: np.ndarray  # duration (cut at the parent's end where a clock glitch ran past it)
     end: np.ndarray  # ts + dur
@@ -30,7 +30,7 @@ class CpuLane:
     threads: tuple  # distinct thread ids
     step: np.ndarray  # index of the step holding its start (-1: none)
     max_depth: int  # the deepest event's depth
-    shapes: np.ndarray  # record_shapes' OpShapes of the roofline's and the memory ops (:mod:`.shapes`), None elsewhere
+    shapes: np.ndarray  # record_shapes' OpShapes (:mod:`~common.report.load.shapes`) of the roofline's and the memory ops
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +38,7 @@ class DeviceLane:
     """The device events (kernels, memcpys, memsets) in trace order, with their launch, op and category."""
 
     n: int  # how many events
-    kind: np.ndarray  # KERNEL, MEMCPY or MEMSET (:mod:`.model`)
+    kind: np.ndarray  # KERNEL, MEMCPY or MEMSET (:mod:`.build`)
     ts: np.ndarray  # start
     dur: np.ndarray  # duration
     end: np.ndarray  # ts + dur

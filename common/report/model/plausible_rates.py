@@ -1,6 +1,6 @@
 """Rates that cannot be true are never a result: the roofline's numbers held to what a device can do.
 
-The roofline (:mod:`.roofline`) divides FLOPs and bytes, read from ``record_shapes``' ``Input Dims``
+The roofline (:mod:`~common.report.facts.roofline`) divides FLOPs and bytes, read from ``record_shapes``' ``Input Dims``
 or the lesson's knobs, by times read from the trace. A trace can hold anything, so the quotient can
 be a rate no device reaches. :func:`checked_roofline` runs on the judged roofline and:
 

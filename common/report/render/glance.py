@@ -10,7 +10,7 @@ compiled):
 - the variant: the lesson and its tag (``04_c_sdpa_attention backend-math``);
 - per call of the lesson's annotation (its guess's, else the only one; else per step): the ops
   dispatched (every CPU op nested in a call) and the work (on the CPU the compute ops, outermost,
-  :mod:`.calls`; on a GPU the kernels launched);
+  :mod:`~common.report.facts.calls`; on a GPU the kernels launched);
 - the time per call (per step where there is no annotation to read): on a trace with device work, the
   device time of the work a call (step) launched (by correlation id; median and range), with its CPU
   (wall) time beside it; on a CPU trace the wall time, said so. The CPU times are the calls in the steps ``--compare`` judges (the profiler's first

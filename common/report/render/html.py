@@ -150,7 +150,7 @@ def _roofline_plot(t: Tables) -> list:
 
 
 def _roofline_table(t: Tables) -> str:
-    """The roofline's table under its plot (:mod:`.render_roofline`)."""
+    """The roofline's table under its plot (:mod:`.roofline`)."""
     from common.report.render.roofline import HEAD, caption, table_rows
 
     r = t.roofline

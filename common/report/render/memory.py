@@ -26,7 +26,7 @@ def fmt_bytes(n) -> str:
 
 
 def memory_json(t: Tables):
-    """``memory`` of the JSON: null without memory events (keys documented in :mod:`.render`)."""
+    """``memory`` of the JSON: null without memory events (keys documented in docs/report.md, "JSON schema")."""
     mem = t.memory
     if mem is None:
         return None
@@ -47,7 +47,7 @@ def device_line(d) -> str:
 
 def short_line(t: Tables) -> str:
     """The short report's one line: each device's peak and the window's allocations; where the memory view was
-    left out for an impossible number (:mod:`.memory_plausible`), the note that says so ("" without either)."""
+    left out for an impossible number (:mod:`~common.report.model.memory_plausible`), the note that says so ("" without either)."""
     if t.memory is None:
         return next((n for n in t.model.notes if n.startswith(LEFT_OUT)), "")
     return "memory: " + "; ".join(f"{d.device} peak {fmt_bytes(d.peak_allocated_bytes)}"
