@@ -18,7 +18,7 @@ import common.report.facts.tables as tables
 import common.report.model.build as model
 from common.report.load.reader import load
 from common.report.render.json import to_json
-from common.report.rules import run_rules
+from common.report.rules.registry import run_rules
 
 MODEL_STEPS = ("drop_impossible", "drop_impossible_shapes", "_host_steps", "_cpu_lane", "_device_lane", "_memory_lane",
                "drop_implausible_memory")

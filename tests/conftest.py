@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA_TRACES = REPO / "tests" / "data" / "traces"  # real traces from other tools (copies of ../shared/traces)
 DATA_TRACE_FILES = sorted(DATA_TRACES.rglob("*.json.gz"))
 
-os.environ["REPORT_STRICT_RULES"] = "1"  # a rule that crashes fails the test that ran it (see common/report/rules/__init__.py)
+os.environ["REPORT_STRICT_RULES"] = "1"  # a rule that crashes fails the test that ran it (see common/report/rules/registry.py)
 
 WORKERS = 2  # this machine's cores: the test files run on two workers (pytest-xdist, a dev dependency)
 

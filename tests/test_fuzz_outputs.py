@@ -35,7 +35,7 @@ import pytest
 
 from common.errors import BadInput
 from common.report.__main__ import run
-from common.report.model.plausible_rates import ANY_DEVICE_TFLOPS, gpus_named
+from common.report.facts.impossible import ANY_DEVICE_TFLOPS, gpus_named
 
 from conftest import REPO
 from h100 import RUN_NAMES, h100_trace

@@ -233,7 +233,7 @@ def doc_rows() -> dict[str, list[str]]:
 
 
 def test_claims_doc_names_a_real_test_or_rule_for_each_row():
-    from common.report.rules import RULES
+    from common.report.rules.registry import RULES
     from lesson_runs import BY_KEY
 
     rows = doc_rows()

@@ -8,7 +8,7 @@ import pytest
 
 from common.report import tables_of
 from common.report.findings import Finding
-from common.report.rules import RULES, STRICT_ENV, run_rules
+from common.report.rules.registry import RULES, STRICT_ENV, run_rules
 from conftest import DATA_TRACE_FILES, DATA_TRACES, trace_of
 
 
@@ -41,7 +41,7 @@ def broken_rule(monkeypatch):
     def broken(tables):
         raise ValueError("a bug")
 
-    monkeypatch.setattr("common.report.rules.RULES", [broken])
+    monkeypatch.setattr("common.report.rules.registry.RULES", [broken])
 
 
 def test_the_users_safety_net_stays(broken_rule, monkeypatch):

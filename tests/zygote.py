@@ -54,7 +54,7 @@ def _warm() -> None:
     assert hasattr(torch, "_inductor")
     # the report's modules (no torch): every lesson ends with its report, and the tests run it on its own
     import common.report.cli.main  # noqa: F401
-    import common.report.rules  # noqa: F401
+    import common.report.rules.registry  # noqa: F401
 
 
 def _child(request: dict) -> None:

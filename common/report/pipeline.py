@@ -20,7 +20,7 @@ def tables_of(path, *, parallel: bool = False, max_bytes: int | None = None):
 
 def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):
     """(tables, findings) for one trace file; bad input raises :class:`common.errors.BadInput`."""
-    from common.report.rules import run_rules
+    from common.report.rules.registry import run_rules
 
     tables = tables_of(path, parallel=parallel, max_bytes=max_bytes)
     return tables, run_rules(tables)

@@ -140,7 +140,7 @@ class Judged:
     ridge: Optional[float]  # FLOP/byte where the two roofs meet
     bound: Optional[str]  # "compute" | "memory": the roof its measured rate reaches NEAR_ROOF_PCT of; None: neither, or cannot tell
     roof_tflops: Optional[float] = None  # the roof over its intensity: min(peak, intensity x bandwidth)
-    impossible: Optional[str] = None  # why its rate cannot be true (then no share, roof or bound): .plausible_rates
+    impossible: Optional[str] = None  # why its rate cannot be true (then no share, roof or bound): .impossible
 
     @property
     def pct_of_roof(self) -> Optional[float]:
@@ -161,7 +161,7 @@ class Roofline:
     note: str  # what the peak is (or why none), in words
     step_flops: int = 0
     step_wall_us: float = 0.0
-    impossible_step: Optional[str] = None  # why the steps' rate cannot be told (.plausible_rates)
+    impossible_step: Optional[str] = None  # why the steps' rate cannot be told (.impossible)
 
     @property
     def step_tflops(self) -> Optional[float]:

@@ -40,7 +40,7 @@ from common.report.model.build import ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY
 from common.report.model.gpus import Gpu
 from common.report.model.intervals import Intervals
 from common.report.model.lanes import CpuLane
-from common.report.model.plausible_rates import checked_roofline
+from common.report.facts.impossible import checked_roofline
 # the themes' records
 from common.report.facts.arch import ArchFacts, arch_facts
 from common.report.facts.attention import AttentionFacts, attention_facts

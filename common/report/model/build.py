@@ -29,8 +29,8 @@ from common.report.model.lanes import CpuLane, DeviceLane, MemoryLane
 from common.report.model.lane_order import lane_order
 from common.report.load.reader import Loaded
 from common.report.model.memory_plausible import drop_implausible_memory
-from common.report.model.plausible import drop_impossible, sane_device_properties
-from common.report.model.plausible_rates import drop_impossible_shapes
+from common.report.model.plausible import drop_impossible, drop_impossible_shapes, sane_device_properties
+
 
 # CPU event kinds (``m.cpu.kind``)
 OP, ANNOTATION, RUNTIME, PYTHON = 0, 1, 2, 3

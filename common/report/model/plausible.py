@@ -1,7 +1,7 @@
 """Numbers that cannot be true never reach the user.
 
 A trace is written by a profiler, but a file can hold anything: a duration of 1e30 µs, an
-occupancy of 1e30 %, an SM count of -5, ids too large for any counter. Each such value is dropped
+occupancy of 1e30 %, an SM count of -5, ids too large for any counter, a tensor size of 2^63. Each such value is dropped
 (an event) or cleared (one argument) here, before the model is built, and a note counts what was
 dropped, so that every number the report prints comes from values a profiler could have written.
 """
@@ -18,6 +18,7 @@ from common.report.load.columns import EXACT_ID_LIMIT, Columns, Group
 MAX_EVENT_US = 7 * 24 * 3600 * 1e6  # an event longer than a week: a corrupt duration, not a profile
 MAX_ABS_TS_US = 1e17  # µs since 1970 (Kineto's clock) stay far below this until the year 5138
 MAX_SMS = 100_000  # SMs (or compute units) of one device
+MAX_DIM = 2**63  # torch's sizes are int64: a dimension at or past this is no tensor's
 # launch arguments: the range a real value lies in
 ARG_RANGES = {"dev_occupancy": (0.0, 100.0, "est. achieved occupancy %"),
               "dev_blocks_per_sm": (0.0, 1e9, "blocks per SM"),
@@ -105,3 +106,21 @@ def sane_device_properties(props: dict) -> tuple[dict, list[str]]:
         removed.append("a name that is not text")
         del clean["name"]
     return clean, removed
+
+
+def drop_impossible_shapes(columns: Columns) -> tuple[Columns, list[str]]:
+    """The columns without the ``Input Dims`` no tensor has (a size of 2^63 or more: torch's sizes are
+    int64), and a note naming the ops whose shapes were ignored (the roofline leaves those calls out)."""
+    shapes = columns.op_shapes
+    given = np.flatnonzero(shapes)  # the calls with shapes: an OpShapes is true, None is not
+    bad = [i for i, s in zip(given.tolist(), shapes[given].tolist()) if any(n >= MAX_DIM for d in s.dims for n in d)]
+    if not bad:
+        return columns, []
+    cleared = shapes.copy()
+    cleared[bad] = None
+    cpu_rows = np.flatnonzero(columns.group <= Group.PYTHON)
+    ops = sorted({columns.names[columns.name[cpu_rows[i]]] for i in bad})
+    named = ", ".join(ops[:3]) + (", ..." if len(ops) > 3 else "")
+    note = (f"ignored the Input Dims of {len(bad):,} op call(s) ({named}): a size of 2^63 or more, which no tensor "
+            "has; the roofline leaves those calls out")
+    return replace(columns, op_shapes=cleared), [note]

@@ -7,7 +7,7 @@ from common.knobs import RunKnobs
 from common.report.facts.steadiness import COLD, FirstRecorded, first_recorded, first_vs_rest
 from common.report.facts.knob_work import GEMMS
 from common.report.facts.roofline import KNOBS_OP
-from common.report.model.plausible_rates import cpu_rate_possible
+from common.report.facts.impossible import cpu_rate_possible
 from common.report.facts.tables import Tables
 
 

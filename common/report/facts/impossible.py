@@ -1,6 +1,8 @@
-"""Rates that cannot be true are never a result: the roofline's numbers held to what a device can do.
+"""Rates that cannot be true are never a result: the roofline's numbers held to what a device can do (the
+facts stage's check of its own :class:`~.roofline.Roofline`; the model stage drops the impossible input values
+themselves: :mod:`~common.report.model.plausible`).
 
-The roofline (:mod:`~common.report.facts.roofline`) divides FLOPs and bytes, read from ``record_shapes``' ``Input Dims``
+The roofline (:mod:`.roofline`) divides FLOPs and bytes, read from ``record_shapes``' ``Input Dims``
 or the lesson's knobs, by times read from the trace. A trace can hold anything, so the quotient can
 be a rate no device reaches. :func:`checked_roofline` runs on the judged roofline and:
 
@@ -22,15 +24,10 @@ flags (``impossible`` on a row, ``impossible_step`` on the roofline).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-import numpy as np
-
-from common.report.load.columns import Columns, Group
+from common.report.facts.roofline import Judged, Roofline
 from common.report.rates import fmt_gbs, fmt_pct, fmt_tflops
-
-if TYPE_CHECKING:  # the model imports this module (drop_impossible_shapes), and the roofline imports the model
-    from common.report.facts.roofline import Judged, Roofline
 
 # Above every single device's dense datasheet figure for any dtype, with an order of magnitude to spare
 # (NVIDIA's B200 is 9 PFLOP/s dense at FP4; HBM3e devices move 8 TB/s): beyond these, a rate is wrong.
@@ -38,18 +35,17 @@ ANY_DEVICE_TFLOPS = 100_000.0  # 100 PFLOP/s
 ANY_DEVICE_GBS = 1_000_000.0  # 1 PB/s (an op whose inputs sit in cache still reads them at cache speed)
 ANY_CPU_TFLOPS = 1_000.0  # 1 PFLOP/s: a hundred times a many-core server CPU's matrix units
 ANY_CPU_GBS = 100_000.0  # 100 TB/s: far above any CPU's caches
-MAX_DIM = 2**63  # torch's sizes are int64: a dimension at or past this is no tensor's
 WRONG_INPUT = "a shape (Input Dims), the lesson's FLOPs or a time in the trace is wrong"
 
 # Model names of GPUs (the datasheet table's and other current ones): a device name holding two of
-# them names no one device. Matched as words, as :mod:`.peaks` matches (``L4`` is not ``L40``).
+# them names no one device. Matched as words, as :mod:`~common.report.model.peaks` matches (``L4`` is not ``L40``).
 GPU_MODELS = ("B300", "B200", "B100", "GB200", "GB300", "GH200", "H200", "H100", "H800", "H20", "A100", "A800",
               "A40", "A30", "A10", "A10G", "L40S", "L40", "L20", "L4", "V100", "V100S", "P100", "T4",
               "RTX 6000", "RTX A6000", "RTX 4090", "RTX 3090", "RTX 5090", "MI300X", "MI250X", "MI210", "MI100")
 
 
 def _words(name: str) -> str:
-    """A name as words between spaces (as :mod:`.peaks` reads names: ``-`` and ``_`` split words)."""
+    """A name as words between spaces (as :mod:`~common.report.model.peaks` reads names: ``-`` and ``_`` split words)."""
     return f" {name.upper().replace('-', ' ').replace('_', ' ')} "
 
 
@@ -146,21 +142,3 @@ def _impossible_step(r: Roofline, flagged: int) -> Optional[str]:
     if rate > cap:
         return f"cannot be true ({fmt_tflops(rate)} is beyond {what}; {WRONG_INPUT})"
     return None
-
-
-def drop_impossible_shapes(columns: Columns) -> tuple[Columns, list[str]]:
-    """The columns without the ``Input Dims`` no tensor has (a size of 2^63 or more: torch's sizes are
-    int64), and a note naming the ops whose shapes were ignored (the roofline leaves those calls out)."""
-    shapes = columns.op_shapes
-    given = np.flatnonzero(shapes)  # the calls with shapes: an OpShapes is true, None is not
-    bad = [i for i, s in zip(given.tolist(), shapes[given].tolist()) if any(n >= MAX_DIM for d in s.dims for n in d)]
-    if not bad:
-        return columns, []
-    cleared = shapes.copy()
-    cleared[bad] = None
-    cpu_rows = np.flatnonzero(columns.group <= Group.PYTHON)
-    ops = sorted({columns.names[columns.name[cpu_rows[i]]] for i in bad})
-    named = ", ".join(ops[:3]) + (", ..." if len(ops) > 3 else "")
-    note = (f"ignored the Input Dims of {len(bad):,} op call(s) ({named}): a size of 2^63 or more, which no tensor "
-            "has; the roofline leaves those calls out")
-    return replace(columns, op_shapes=cleared), [note]
