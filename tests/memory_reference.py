@@ -1,21 +1,34 @@
-"""The memory view as it was first written (commit ebc7a91): a plain per-call, per-event scan, kept as the
-oracle that tests/test_memory_speed.py checks the vectorised :mod:`common.report.facts.memory` against.
+"""The memory view computed the plain way, as the oracle that tests/test_memory_speed.py checks the vectorised
+:mod:`common.report.facts.memory` and :mod:`common.report.facts.memory_ops` against.
 
-It is slow on purpose (every memory event scanned once per annotation call, ``device_name`` called per
-event): only the tests run it, on small traces. Only the renaming of its imports differs from the original.
+It shares no code with what it checks: it reads the model's lanes (the CPU lane's call tree, the memory lane)
+and writes the view's own dataclasses, and computes everything between in plain Python, event by event:
+each annotation call scans every memory event (as the view was first written, commit ebc7a91), and the
+plugin's op table is built from its definitions (the docstring of :mod:`common.report.facts.memory_ops`)
+with a stack walk of each thread's nodes in time order, where the view climbs numpy arrays of parents. What
+it takes from the code is the model's encoding (:data:`~common.report.model.build.OP`, ``ANNOTATION``) and
+the view's sizes (how many curve points, sizes and ops it keeps). Slow on purpose: only the tests run it.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Optional
 
 import numpy as np
 
 from common.report.facts.memory import (CURVE_POINTS, LARGEST_SIZES, TOP_OPS, AnnotationMemory, DeviceMemory, Memory,
-                                  OpAllocation)
-from common.report.facts.memory_ops import (ANNOTATION, COMMUNICATION_ANNOTATIONS, NOT_OPERATORS, OP, OpMemoryRow,
-                                      _innermost_nodes, _merged, _node_parents, _with_ancestors)
-from common.report.model.build import STEP_RE, Model, innermost_ancestor
+                                        OpAllocation)
+from common.report.facts.memory_ops import OpMemoryRow
+from common.report.model.build import ANNOTATION, OP, Model
+
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# The plugin's definitions (torch_tb_profiler 0.4.3): annotations that are nodes of its op tree, and ops that keep
+# no memory events.
+COMMUNICATION_ANNOTATIONS = {f"{lib}:{op}" for lib in ("nccl", "gloo")
+                             for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")}
+NOT_OPERATORS = {"DataParallel.forward", "DistributedDataParallel.forward"}
 
 
 def memory_of(m: Model) -> Optional[Memory]:
@@ -23,7 +36,7 @@ def memory_of(m: Model) -> Optional[Memory]:
     mem = m.mem
     if not mem.n:
         return None
-    names = np.array([device_name(t, i) or "" for t, i in zip(mem.device_type.tolist(), mem.device_id.tolist())])
+    names = np.array([d or "" for d in devices_of(mem)])
     devices, levels = [], {}
     for device in sorted(set(names.tolist()) - {""}, key=lambda d: (d == "CPU", d)):
         rows = np.flatnonzero(names == device)
@@ -110,30 +123,41 @@ def _top_ops(m: Model, events: np.ndarray) -> dict:
     """Per memory event (index), the op directly under an annotation that encloses it, by the event's
     innermost op on its thread: {event: op name}; events outside every op are left out."""
     cpu, mem = m.cpu, m.mem
-    ops = np.flatnonzero(cpu.kind == OP)
+    ops = [i for i in range(cpu.n) if cpu.kind[i] == OP]
+    innermost = _innermost(cpu, ops, events.tolist(), mem.thread, mem.ts)
     out = {}
-    for thread in np.unique(mem.thread[events]).tolist():
-        mine = ops[cpu.thread[ops] == thread]
-        rec = events[mem.thread[events] == thread]
-        if not mine.size:
-            continue
-        at = np.searchsorted(cpu.ts[mine], mem.ts[rec], side="right") - 1
-        current = np.where(at >= 0, mine[np.maximum(at, 0)], -1)
-        for _ in range(cpu.max_depth + 2):  # up to the innermost op that holds ts
-            todo = (current >= 0) & (cpu.end[np.maximum(current, 0)] <= mem.ts[rec])
-            if not todo.any():
+    for e, op in innermost.items():
+        while True:  # up to the outermost op below an annotation (or the thread's root)
+            above = cpu.parent[op]
+            while above >= 0 and cpu.kind[above] not in (OP, ANNOTATION):
+                above = cpu.parent[above]
+            if above < 0 or cpu.kind[above] != OP:
                 break
-            current[todo] = innermost_ancestor(cpu.parent, cpu.kind, cpu.max_depth, current[todo], (OP,))
-        # then up to the outermost op below an annotation (or the thread's root)
-        for _ in range(cpu.max_depth + 2):
-            above = innermost_ancestor(cpu.parent, cpu.kind, cpu.max_depth, np.maximum(current, 0), (OP, ANNOTATION))
-            todo = (current >= 0) & (above >= 0) & (cpu.kind[np.maximum(above, 0)] == OP)
-            if not todo.any():
-                break
-            current[todo] = above[todo]
-        for e, op in zip(rec.tolist(), current.tolist()):
-            if op >= 0:
-                out[e] = m.names[cpu.name[op]]
+            op = above
+        out[e] = m.names[cpu.name[op]]
+    return out
+
+
+def _innermost(cpu, nodes: list, events: list, thread: np.ndarray, ts: np.ndarray) -> dict:
+    """{event: the innermost of ``nodes`` on the event's thread with start <= ts < end}, events in none left
+    out: per thread, the nodes in time order (outer first) and the events in time order, walked together with
+    a stack of the nodes open at that time."""
+    start, end, depth, node_thread = cpu.ts.tolist(), cpu.end.tolist(), cpu.depth.tolist(), cpu.thread.tolist()
+    thread, ts = thread.tolist(), ts.tolist()
+    out = {}
+    for t in sorted({thread[e] for e in events}):
+        mine = sorted((n for n in nodes if node_thread[n] == t), key=lambda n: (start[n], -end[n], depth[n]))
+        stack, i = [], 0
+        for e in sorted((e for e in events if thread[e] == t), key=lambda e: (ts[e], e)):
+            while i < len(mine) and start[mine[i]] <= ts[e]:
+                while stack and end[stack[-1]] <= start[mine[i]]:
+                    stack.pop()
+                stack.append(mine[i])
+                i += 1
+            while stack and end[stack[-1]] <= ts[e]:
+                stack.pop()
+            if stack:
+                out[e] = stack[-1]
     return out
 
 
@@ -180,59 +204,79 @@ def device_name(device_type: float, device_id: float) -> str | None:
     return None
 
 
+def devices_of(mem) -> list:
+    """Each memory event's device name (None: another device type)."""
+    pairs = list(zip(mem.device_type.tolist(), mem.device_id.tolist()))
+    named = {pair: device_name(*pair) for pair in set(pairs)}
+    return [named[pair] for pair in pairs]
+
+
 def op_memory_table(m: Model) -> tuple[OpMemoryRow, ...]:
-    """The plugin's per-operator memory rows, every device, by self allocation size (then name)."""
+    """The plugin's per-operator memory rows, every device, by self allocation size (then name), from its
+    definitions (facts/memory_ops.py's docstring says them)."""
     mem, cpu = m.mem, m.cpu
     if not mem.n or not cpu.n:
         return ()
-    names = m.names
-    is_step = m.name_mask(lambda s: s.startswith("ProfilerStep#"))[cpu.name]
-    is_comm = m.name_mask(lambda s: s in COMMUNICATION_ANNOTATIONS)[cpu.name]
-    node = (cpu.kind == OP) | ((cpu.kind == ANNOTATION) & (is_step | is_comm))
-    operator_type = (cpu.kind == OP) & ~is_step
-    not_operator = m.name_mask(lambda s: s in NOT_OPERATORS or s.startswith("Optimizer.")
-                               or (s.startswith("enumerate(DataLoader)#") and s.endswith(".__next__"))
-                               or s.startswith("enumerate(DataPipe)#"))[cpu.name]
-    operator = operator_type & ~not_operator
-    parent = _node_parents(cpu.parent, node, cpu.max_depth)
-    rep = _merged(parent, node, operator_type, cpu.name, cpu.depth)
-    innermost = _innermost_nodes(m, node, parent)
-    processed = _with_ancestors(innermost[innermost >= 0], parent, cpu.n)
-    owner = np.where((innermost >= 0) & operator[np.maximum(innermost, 0)], rep[np.maximum(innermost, 0)], -1)
+    name_of = [m.names[k] for k in cpu.name.tolist()]
+    kind, cpu_parent, depth = cpu.kind.tolist(), cpu.parent.tolist(), cpu.depth.tolist()
+    nodes = [i for i in range(cpu.n) if kind[i] == OP or (kind[i] == ANNOTATION and (
+        name_of[i].startswith("ProfilerStep#") or name_of[i] in COMMUNICATION_ANNOTATIONS))]
+    is_node = set(nodes)
+    operator_type = {i for i in nodes if kind[i] == OP and not name_of[i].startswith("ProfilerStep#")}
+    operator = {i for i in operator_type if not _not_an_operator(name_of[i])}
+    parent = {}  # node -> its innermost enclosing node (-1: the thread's root)
+    for i in nodes:
+        up = cpu_parent[i]
+        while up >= 0 and up not in is_node:
+            up = cpu_parent[up]
+        parent[i] = up
+    children: dict = {}
+    for i in nodes:
+        children.setdefault(parent[i], []).append(i)
+    one_with = {}  # node -> the node it is one with (an only child of its own name, both operators: its parent's)
+    for i in sorted(nodes, key=lambda n: depth[n]):
+        p = parent[i]
+        alone = p >= 0 and len(children[p]) == 1 and name_of[p] == name_of[i] and {i, p} <= operator_type
+        one_with[i] = one_with[p] if alone else i
+    events = [e for e in range(mem.n) if mem.thread[e] >= 0]
+    innermost = _innermost(cpu, nodes, events, mem.thread, mem.ts)
+    holds_event = set()  # the nodes that contain a memory event (their own or below)
+    for node in innermost.values():
+        while node >= 0 and node not in holds_event:
+            holds_event.add(node)
+            node = parent[node]
+    standing = [i for i in nodes if one_with[i] == i]
+    up = {i: one_with[parent[i]] if parent[i] >= 0 else -1 for i in standing}
+    walked = [i for i in standing if i in operator and (up[i] < 0 or up[i] in holds_event)]
+    calls = Counter(name_of[i] for i in walked)
+    device_of = devices_of(mem)
+    nbytes = np.nan_to_num(mem.bytes).astype(np.int64).tolist()
     rows = []
-    for device in sorted({d for d in map(device_name, mem.device_type.tolist(), mem.device_id.tolist()) if d}):
-        on_device = np.array([device_name(t, i) == device for t, i in zip(mem.device_type.tolist(),
-                                                                          mem.device_id.tolist())])
-        rows += _device_rows(device, owner[on_device], mem.bytes[on_device], parent, rep, node, operator,
-                             processed, cpu.name, cpu.depth, names)
+    for device in sorted(set(device_of) - {None}):
+        own: dict = {}  # node -> self size increase, allocation count, allocation size
+        total: dict = {}  # node -> the same over it and every node below it
+        for e, node in innermost.items():
+            if node in operator and device_of[e] == device:
+                b = nbytes[e]
+                node = one_with[node]
+                mine = own.setdefault(node, [0, 0, 0])
+                mine[0], mine[1], mine[2] = mine[0] + b, mine[1] + (b > 0), mine[2] + max(b, 0)
+                while node >= 0:  # the event counts in every node above its own
+                    mine = total.setdefault(node, [0, 0, 0])
+                    mine[0], mine[1], mine[2] = mine[0] + b, mine[1] + (b > 0), mine[2] + max(b, 0)
+                    node = up[node]
+        by_name: dict = {}
+        for i in total:
+            if i in operator:
+                sums = by_name.get(name_of[i], [0] * 6)
+                by_name[name_of[i]] = [a + b for a, b in zip(sums, [*own.get(i, (0, 0, 0)), *total[i]])]
+        rows += [OpMemoryRow(device, name, calls[name], inc_all, inc, count_all, count, size_all, size)
+                 for name, (inc, count, size, inc_all, count_all, size_all) in by_name.items()
+                 if any((inc, count, size, inc_all, count_all, size_all))]
     return tuple(sorted(rows, key=lambda r: (r.device, -r.self_allocation_bytes, r.name)))
 
 
-def _device_rows(device: str, owner: np.ndarray, nbytes: np.ndarray, parent: np.ndarray, rep: np.ndarray,
-                 node: np.ndarray, operator: np.ndarray, processed: np.ndarray, name: np.ndarray, depth: np.ndarray,
-                 names: tuple) -> list[OpMemoryRow]:
-    n = parent.size
-    kept = owner >= 0
-    alloc = kept & (nbytes > 0)
-    own = np.stack([np.bincount(owner[kept], weights=nbytes[kept], minlength=n),
-                    np.bincount(owner[alloc], minlength=n).astype(np.float64),
-                    np.bincount(owner[alloc], weights=nbytes[alloc], minlength=n)])
-    total = own.copy()
-    standing = node & (rep == np.arange(n))  # the nodes left once the only children of their name are merged
-    merged_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
-    for level in sorted(np.unique(depth[standing & (merged_parent >= 0)]).tolist(), reverse=True):
-        c = np.flatnonzero(standing & (merged_parent >= 0) & (depth == level))  # children after their parents
-        np.add.at(total, (slice(None), merged_parent[c]), total[:, c])
-    walked = standing & operator & ((merged_parent < 0) | processed[np.maximum(merged_parent, 0)])
-    calls = np.bincount(name[walked], minlength=len(names))
-    by_name = {}
-    for i in np.flatnonzero(standing & operator).tolist():
-        sums = by_name.setdefault(int(name[i]), np.zeros(6))
-        sums[:3] += own[:, i]
-        sums[3:] += total[:, i]
-    rows = []
-    for k, (inc, count, size, inc_all, count_all, size_all) in by_name.items():
-        if inc or count or size or inc_all or count_all or size_all:
-            rows.append(OpMemoryRow(device, names[k], int(calls[k]), int(inc_all), int(inc), int(count_all), int(count),
-                                    int(size_all), int(size)))
-    return rows
+def _not_an_operator(name: str) -> bool:
+    """Frames the plugin's op table keeps no events for (its definitions)."""
+    return name in NOT_OPERATORS or name.startswith(("Optimizer.", "enumerate(DataPipe)#")) or (
+        name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"))

@@ -57,7 +57,7 @@ def test_the_gpu_checks_pass_on_the_h100_runs(tmp_path):
     for name, reason in skipped.items():
         assert NOT_IN_THE_DATA[name] in reason, (name, reason)
     ran = [name for name in cases if name not in skipped]
-    assert len(ran) == len(claim_ids()) - 1 == 25, ran  # every claim test but the Hub kernel's
+    assert ran and len(ran) == len(claim_ids()) - 1, ran  # every claim test but the Hub kernel's
     verdicts = [json.loads(line) for line in log.read_text().splitlines()]
     assert {v["claim"] for v in verdicts} == claim_ids() - {"P3.16"}
     assert all(v["holds"] for v in verdicts), [v for v in verdicts if not v["holds"]]
