@@ -82,3 +82,24 @@ def test_overlap_or_a_gap_inside_the_spread_cannot_tell(tmp_path):
     assert not summary["cpu"]["judged"] and "the ranges lie only 3.0 µs apart" in verdict
 
 
+
+
+def test_compare_builds_only_the_steps_it_reads(tmp_path, monkeypatch):
+    """Issue 39: ``--compare`` reads each run's steps, header and model, so it builds those
+    (:func:`common.report.facts.steps.run_steps`) and no theme's facts: a comparison with every other table's
+    builder broken still answers, and gives what the full tables give."""
+    from common.report.__main__ import run
+    from common.report.compare.judge import compare
+    from common.report.facts import tables
+    from common.report.pipeline import steps_of, tables_of
+
+    a, b = steps_trace(tmp_path / "a.json", [100.0] * 5), steps_trace(tmp_path / "b.json", [300.0] * 5)
+    whole = compare(tables_of(a), tables_of(b))
+
+    def no_tables(m):
+        raise AssertionError("--compare built every table")
+
+    monkeypatch.setattr(tables, "build_tables", no_tables)
+    assert compare(steps_of(a), steps_of(b)) == whole
+    assert run(["--compare", str(a), str(b), "--json", "-o", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text()) == json.loads(json.dumps(whole))

@@ -1,6 +1,7 @@
 """One trace file through the stages, the calls every way in makes (the command line, the lessons, tests):
-:func:`tables_of` (load -> model -> facts), :func:`analyze` (and the rules' findings), :func:`report_json`
-(and the JSON). Cheap to import: each stage loads on first use."""
+:func:`tables_of` (load -> model -> facts), :func:`steps_of` (load -> model -> the steps alone, what a
+comparison reads), :func:`analyze` (and the rules' findings), :func:`report_json` (and the JSON). Cheap to
+import: each stage loads on first use."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ def tables_of(path, *, parallel: bool = False, max_bytes: int | None = None):
     from common.report.facts.tables import build_tables
 
     return build_tables(build(load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)))
+
+
+def steps_of(path, *, parallel: bool = False, max_bytes: int | None = None):
+    """The :class:`~common.report.facts.steps.RunSteps` of one trace file (its model, step rows and header: what
+    ``--compare`` reads, and no other number): load -> model -> steps; bad input as :func:`tables_of`."""
+    from common.report.load.inputs import DEFAULT_MAX_BYTES
+    from common.report.load.reader import load
+    from common.report.model.build import build
+    from common.report.facts.steps import run_steps
+
+    return run_steps(build(load(path, parallel=parallel, max_bytes=max_bytes or DEFAULT_MAX_BYTES)))
 
 
 def analyze(path, *, parallel: bool = False, max_bytes: int | None = None):

@@ -14,7 +14,7 @@ from common.commands import display_path, uv_run
 from common.errors import fail
 from common.report.cli.args import DEFAULT_TOP
 from common.report.load.inputs import STDIN, shorten
-from common.report.pipeline import analyze, tables_of
+from common.report.pipeline import analyze, steps_of
 
 GLANCE_SUFFIXES = (".json", ".json.gz")  # what --glance reads under a folder
 
@@ -167,11 +167,12 @@ def _identity(path) -> tuple | None:
 
 
 def compare(args: argparse.Namespace) -> int:
-    """Two traces' tables side by side (no rules run: the comparison reads numbers only)."""
+    """Two traces side by side: each run's steps (:func:`~common.report.pipeline.steps_of`: its step rows, header
+    and model), no other table and no rule: the comparison reads nothing else."""
     from common.report.compare.judge import compare as compare_runs
     from common.report.render.compare import render_compare
 
-    a, b = (tables_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
+    a, b = (steps_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
     result = compare_runs(a, b)
     write_pictures(args, None, None, compared=result)
     if args.json:

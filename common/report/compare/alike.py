@@ -10,17 +10,17 @@ against in-place) are its subject, not a difference to warn of.
 
 from __future__ import annotations
 
-from common.report.facts.tables import Tables
+from common.report.facts.steps import RunSteps
 
 VERSIONS = ("torch_version", "pytorch_version", "cuda_runtime_version", "cuda_driver_version", "cudnn_version")
 
 
-def _gpu(t: Tables) -> str | None:
+def _gpu(t: RunSteps) -> str | None:
     used = t.header.used_gpus
     return str(used[0].name) if used and used[0].name is not None else None
 
 
-def workload_differences(a: Tables, b: Tables) -> list[str]:
+def workload_differences(a: RunSteps, b: RunSteps) -> list[str]:
     """``shape 1x128x32 vs 1x64x8``, ``dtype bf16 vs fp32``, ``device cuda vs cpu``: the knobs that make a step
     other work (nothing where either trace has no knobs: its names are all it says)."""
     ka, kb = a.knobs, b.knobs
@@ -31,7 +31,7 @@ def workload_differences(a: Tables, b: Tables) -> list[str]:
     return [f"{what} {x} vs {y}" for what, x, y in pairs if x != y]
 
 
-def other_differences(a: Tables, b: Tables) -> list[str]:
+def other_differences(a: RunSteps, b: RunSteps) -> list[str]:
     """The GPU and the software versions, where they differ (another lesson on the same workload is what Part 3
     compares: naive against in-place, a backend against another)."""
     out = []

@@ -31,7 +31,7 @@ from common.report.compare.alike import workload_differences
 from common.report.compare.rows import device_series
 from common.report.compare.same_work import same_work_series
 from common.report.facts.steadiness import WIDER_MIN_US, Spread, TwoRuns
-from common.report.facts.tables import Tables
+from common.report.facts.steps import RunSteps
 from common.report.units import fmt_us
 
 CONTROL_TOLERANCE = 1.15  # the control "moved" when its median took more than 15 % more or less time in B
@@ -133,14 +133,14 @@ def probe_control(pa: dict | None, pb: dict | None) -> Control | None:
     return Control("probe", (pa["work"],), Spread(tuple(pa["us"])), Spread(tuple(pb["us"])))
 
 
-def same_workload(a: Tables, b: Tables) -> bool:
+def same_workload(a: RunSteps, b: RunSteps) -> bool:
     """Whether the same op or kernel name can be the same work in both runs: not when the lessons' knobs
     say the runs had different shapes, dtypes or devices (:func:`.alike.workload_differences`; a trace
     without knobs cannot tell: its names count)."""
     return not workload_differences(a, b)
 
 
-def device_control(a: Tables, b: Tables) -> Control | None:
+def device_control(a: RunSteps, b: RunSteps) -> Control | None:
     """The kernels, memcpys and memsets that ran unchanged in both runs (None: none)."""
     if not (a.has_gpu and b.has_gpu and same_workload(a, b)):
         return None
@@ -148,11 +148,11 @@ def device_control(a: Tables, b: Tables) -> Control | None:
                       {n: s for n, (_, s) in device_series(b).items()})
 
 
-def probe_of(t: Tables) -> dict | None:
+def probe_of(t: RunSteps) -> dict | None:
     return t.knobs.probe if t.knobs is not None else None
 
 
-def cpu_control(a: Tables, b: Tables) -> Control | None:
+def cpu_control(a: RunSteps, b: RunSteps) -> Control | None:
     """The ops that ran unchanged in both runs, by their own CPU time, else the machine probe."""
     return cpu_control_between(same_work_series(a), same_work_series(b), same_workload(a, b),
                                probe_of(a), probe_of(b))

@@ -18,12 +18,12 @@ from __future__ import annotations
 from common.report.compare.alike import other_differences, unlike_text, workload_differences
 from common.report.compare.rows import device_changes, judged_steps, op_changes
 from common.report.compare.control import cpu_control, device_control, judge
-from common.report.facts.tables import Tables
+from common.report.facts.steps import RunSteps
 from common.report.units import json_ready
 from common.report.facts.steadiness import FirstVsRest, Spread
 
 
-def _per_step(t: Tables) -> dict:
+def _per_step(t: RunSteps) -> dict:
     rows = [t.step_rows[i] for i in judged_steps(t).tolist()]
     return dict(
         steps=len(t.step_rows), judged=len(rows),
@@ -33,7 +33,7 @@ def _per_step(t: Tables) -> dict:
     )
 
 
-def _first_ratio(t: Tables) -> float | None:
+def _first_ratio(t: RunSteps) -> float | None:
     """The left-out first step's wall time over the judged steps' median (None: none left out)."""
     if not _left_out(t):
         return None
@@ -41,13 +41,13 @@ def _first_ratio(t: Tables) -> float | None:
     return FirstVsRest(t.step_rows[0].wall_us, rest).ratio
 
 
-def _left_out(t: Tables) -> list[str]:
+def _left_out(t: RunSteps) -> list[str]:
     """The steps compare does not judge (the profiler's first, in a run of three or more)."""
     first = judged_steps(t)
     return [t.step_rows[i].name for i in range(int(first[0]) if first.size else 0)]
 
 
-def compare(a: Tables, b: Tables) -> dict:
+def compare(a: RunSteps, b: RunSteps) -> dict:
     sa, sb = _per_step(a), _per_step(b)
     workload, other = workload_differences(a, b), other_differences(a, b)
     alike = not workload  # a step of A is a step of B: their ratio means something

@@ -18,13 +18,13 @@ import numpy as np
 
 from common.report.model import names as trace_names
 from common.report.model.build import ANNOTATION, KERNEL, MEMCPY, MEMSET, OP, STEP_RE
-from common.report.facts.tables import Tables
+from common.report.facts.steps import RunSteps
 
 KIND_NAMES = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 FIRST_STEP_LEFT_OUT_FROM = 3  # a run with this many steps or more is judged without its first one
 
 
-def judged_steps(t: Tables) -> np.ndarray:
+def judged_steps(t: RunSteps) -> np.ndarray:
     """The step indices compare judges: all of them, less the profiler's first when there are 3 or more."""
     n = len(t.step_rows)
     return np.arange(1 if n >= FIRST_STEP_LEFT_OUT_FROM and t.model.window_source == "ProfilerStep" else 0, n)
@@ -63,7 +63,7 @@ def series_of(keys: np.ndarray, steps: np.ndarray, weights: np.ndarray, judged: 
     return {names[int(k)]: Series(tuple(calls[i].tolist()), tuple(time[i].tolist())) for i, k in enumerate(found.tolist())}
 
 
-def device_series(t: Tables) -> dict:
+def device_series(t: RunSteps) -> dict:
     """{name: (kind, Series)} of every kernel, memcpy and memset launched in the judged steps."""
     m = t.model
     if not m.has_gpu:
@@ -75,7 +75,7 @@ def device_series(t: Tables) -> dict:
     return {name: (KIND_NAMES[kinds[name]], s) for name, s in found.items()}
 
 
-def op_series(t: Tables) -> dict:
+def op_series(t: RunSteps) -> dict:
     """{op: (CPU Series, device Series or None)}: each op's calls and CPU time per step (an op directly
     inside an op of its name is the same call), and the device time of the work it launched itself."""
     m = t.model
@@ -112,7 +112,7 @@ def _row(name: str, kind: str, sa, sb) -> dict:
                 change_pct=100.0 * (b_us - a_us) / a_us if sa and a_us > 0 else None)
 
 
-def device_changes(a: Tables, b: Tables) -> dict:
+def device_changes(a: RunSteps, b: RunSteps) -> dict:
     """The device work side by side: ``both`` (same name in both runs), ``changed`` (a GEMM renamed only
     in its flags: ``name`` is A's, ``b_name`` B's), ``only_a`` (gone) and ``only_b`` (new), each row with
     its kind, calls and time per step (medians over the judged steps), heaviest first."""
@@ -139,7 +139,7 @@ def device_changes_between(da: dict, db: dict) -> dict:
     )
 
 
-def op_changes(a: Tables, b: Tables) -> list[dict]:
+def op_changes(a: RunSteps, b: RunSteps) -> list[dict]:
     """Per op in either run whose calls per step changed (gone and new ones too) or, on two GPU traces,
     whose device time per step (the work it launched itself) changed by more than a tenth: calls, CPU
     time and device time per step in A and B, the biggest change in time first (``time``: which of the

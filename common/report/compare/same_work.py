@@ -18,7 +18,7 @@ import hashlib
 import numpy as np
 
 from common.report.compare.rows import judged_steps, series_of
-from common.report.facts.tables import Tables
+from common.report.facts.steps import RunSteps
 from common.report.model.build import OP, STEP_RE
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -38,7 +38,7 @@ def _name_hashes(names: tuple) -> np.ndarray:
                                        "little") for n in names), dtype=np.uint64, count=len(names))
 
 
-def subtree_keys(t: Tables) -> np.ndarray:
+def subtree_keys(t: RunSteps) -> np.ndarray:
     """Per CPU event, the hash of its name and of its OP descendants' names (0 for events that are not
     ops). Deepest events first, so that each parent sums its children's finished keys."""
     cpu = t.model.cpu
@@ -56,7 +56,7 @@ def subtree_keys(t: Tables) -> np.ndarray:
     return key
 
 
-def same_work_series(t: Tables) -> dict:
+def same_work_series(t: RunSteps) -> dict:
     """{(op name, subtree key): Series} of each op's own CPU time (children left out) per judged step."""
     m = t.model
     cpu = m.cpu

@@ -2,8 +2,8 @@
 judged as ``--compare`` judges them (:mod:`.control`: apart in every step, with the unchanged work as the
 control), and what device work (on a CPU: which ops) is gone, new or changed.
 
-In: each trace's :class:`~common.report.facts.tables.Tables`, boiled down by :func:`digest` (the glance keeps
-no tables). Out: per trace, the JSON-ready ``versus`` dict (:func:`with_versus`), shown by
+In: each trace's :class:`~common.report.facts.steps.RunSteps` (a :class:`~common.report.facts.tables.Tables`
+is one), boiled down by :func:`digest` (the glance keeps no tables). Out: per trace, the JSON-ready ``versus`` dict (:func:`with_versus`), shown by
 :mod:`common.report.render.glance`."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from common.report.compare.control import control_of, cpu_control_between, judge
 from common.report.compare.same_work import same_work_series
 from common.report.model.names import short_name
 from common.report.facts.steadiness import Spread
-from common.report.facts.tables import Tables
+from common.report.facts.steps import RunSteps
 from common.report.units import fmt_us
 
 
-def digest(t: Tables, variant: str) -> dict:
+def digest(t: RunSteps, variant: str) -> dict:
     """What :func:`versus` reads of a trace (small: the tables themselves are not kept); ``variant`` names it."""
     k = t.knobs
     steps = [t.step_rows[i] for i in judged_steps(t).tolist()]

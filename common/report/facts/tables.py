@@ -16,12 +16,11 @@ from typing import Optional
 import numpy as np
 
 from common.guess import Guess
-from common.knobs import RunKnobs
 from common.report.facts.calls import call_work
 from common.report.facts.compile import CompileFrames, GraphLaunches, compile_frames, graph_launches
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
 from common.report.facts.guessed import GuessCheck, check_guess
-from common.report.facts.header import Header, gpu_of_trace, header_of
+from common.report.facts.header import gpu_of_trace, header_of
 from common.report.facts.kernel_sources import kernel_sources
 from common.report.facts.kernels import category_table, kernel_table
 from common.report.facts.memory import Memory, memory_of
@@ -33,10 +32,11 @@ from common.report.facts.overlap import exact_busy, exact_span, hta_busy_span, h
 from common.report.facts.phases import phase_table
 from common.report.facts.regime import Regime, regime_of
 from common.report.facts.roofline import Roofline, build_roofline
-from common.report.facts.rows import Breakdown, OpRow, StepBreakdown, StepRow
+from common.report.facts.rows import Breakdown, OpRow
+from common.report.facts.steps import RunSteps, gpu_union, step_rows
 from common.report.facts.tensorboard import AlignedSteps, DeviceFigures, align_steps, device_figures, step_breakdown
 from common.report.model import names as trace_names
-from common.report.model.build import ANNOTATION, BREAKDOWN_KEYS, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, STEP_RE, Model
+from common.report.model.build import ANNOTATION, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, Model
 from common.report.model.gpus import Gpu
 from common.report.model.intervals import Intervals
 from common.report.model.lanes import CpuLane
@@ -55,15 +55,14 @@ from common.report.facts.phases import PhasesFacts, phases_facts
 from common.report.facts.timeline import TimelineFacts, timeline_facts
 
 @dataclass(frozen=True, eq=False)
-class Tables:
+class Tables(RunSteps):
     """Every number of one trace, computed once from its model (which it keeps, for the steps, names
-    and metadata the renderers print): the general tables, which many rules and the renderers read, then
-    one record per rules theme, which that theme's rules read (:mod:`common.report.rules`; a renderer may
-    show one too). A number only one theme reads goes in that theme's record (docs/report.md, "Adding a rule")."""
+    and metadata the renderers print): its :class:`~.steps.RunSteps` (the model, the step rows, the header),
+    the general tables, which many rules and the renderers read, then one record per rules theme, which that
+    theme's rules read (:mod:`common.report.rules`; a renderer may show one too). A number only one theme
+    reads goes in that theme's record (docs/report.md, "Adding a rule")."""
 
-    model: Model
     numbers: Numbers
-    step_rows: tuple  # StepRow per host step
     breakdown: Breakdown
     categories: tuple  # CategoryRow, largest first
     kernels: tuple  # KernelRow, by total time
@@ -72,7 +71,6 @@ class Tables:
     cpu_work: Optional[CpuWork]  # per step: compute ops' own work vs the dispatch around them
     gpu_busy: Intervals  # the union of every kernel, memcpy and memset
     gpu: Gpu  # the GPU the kernels ran on (deviceProperties)
-    header: Header  # the GPUs, versions and job the trace names
     compile: Optional[CompileFrames]  # torch.compile's frames (:mod:`.compile`)
     graph_launches: Optional[GraphLaunches]  # CUDA graph launches and the kernels they replayed (:mod:`.compile`)
     kernel_sources: dict  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
@@ -95,22 +93,6 @@ class Tables:
     generated_code: GeneratedCodeFacts  # each generated kernel's share and code (:mod:`.generated_code`)
 
     @property
-    def knobs(self) -> Optional[RunKnobs]:
-        """What the lesson that wrote the trace did (warm-up, compile, schedule); None for other traces."""
-        return self.model.knobs
-
-    @property
-    def has_gpu(self) -> bool:
-        return self.model.has_gpu
-
-    @property
-    def window_us(self) -> float:
-        return self.model.window_us
-
-    def step_label(self, i: int) -> str:
-        return self.model.step_label(i)
-
-    @property
     def op_self_time(self) -> str:
         """What ranks the ops by their own time: their self device time on a GPU trace, else their self CPU time."""
         return "self device time" if self.has_gpu else "self CPU time"
@@ -124,7 +106,7 @@ class Tables:
 
 def build_tables(m: Model) -> Tables:
     """Every table of the model: the general tables, then one record per rules theme from what it needs."""
-    gpu_busy = _gpu_union(m)
+    gpu_busy = gpu_union(m)
     aligned = align_steps(m)
     per_step = step_breakdown(m, aligned)
     rows = step_rows(m, per_step, gpu_busy, aligned)
@@ -200,11 +182,6 @@ def _guess_check(m: Model) -> Optional[GuessCheck]:
 
 
 # ----------------------------------------------------------------------------- the GPU and CPU totals
-
-
-def _gpu_union(m: Model) -> Intervals:
-    """The union of every kernel, memcpy and memset (all devices and streams)."""
-    return Intervals(m.dev.ts, m.dev.end) if m.has_gpu else Intervals.empty()
 
 
 def gpu_numbers(m: Model, gpu_union: Intervals) -> GpuNumbers:
@@ -300,67 +277,6 @@ def efficiency_numbers(m: Model, figures: list[DeviceFigures]) -> EfficiencyNumb
         tensor_cores = m.name_mask(trace_names.uses_tensor_cores)[m.dev.name[kernels]]
         weighted["tensor_core_pct"] = 100.0 * float(dur[tensor_cores].sum()) / total
     return EfficiencyNumbers(**figures_of_main, **weighted, kernels_with_launch_args=int(known.sum()))
-
-
-# ----------------------------------------------------------------------------- steps
-
-
-def step_rows(m: Model, per_step: dict, gpu_union: Intervals, aligned: AlignedSteps) -> tuple[StepRow, ...]:
-    """One row per host step: wall time, ops, kernels and device time it launched, GPU busy inside it,
-    its first annotation's gap, and TensorBoard's window and breakdown of it (None for a step
-    TensorBoard drops)."""
-    cpu, dev = m.cpu, m.dev
-    nsteps = len(m.steps)
-    starts = np.array([s.start for s in m.steps])
-    ends = np.array([s.end for s in m.steps])
-    busy = np.asarray(gpu_union.covered(starts, ends), dtype=np.float64) if len(gpu_union) else np.zeros(nsteps)
-    kernel_step = dev.step[(dev.kind == KERNEL) & (dev.step >= 0)]
-    kernels = np.bincount(kernel_step, minlength=nsteps)
-    in_step = dev.step >= 0
-    device_time = np.bincount(dev.step[in_step], weights=dev.dur[in_step], minlength=nsteps)
-    op_step = cpu.step[(cpu.kind == OP) & (cpu.step >= 0)]
-    ops = np.bincount(op_step, minlength=nsteps)
-    gaps = annotation_gaps(m)
-    rows = []
-    for i, s in enumerate(m.steps):
-        kept = i < aligned.kept
-        rows.append(StepRow(
-            name=s.name, number=s.number, start_us=s.start, wall_us=s.dur,
-            ops=int(ops[i]), kernels=int(kernels[i]), device_us=float(device_time[i]),
-            gpu_busy_us=float(busy[i]) if m.has_gpu else None,
-            gpu_busy_pct=(100.0 * float(busy[i]) / s.dur if s.dur > 0 else 0.0) if m.has_gpu else None,
-            annotation=gaps[i][0], annotation_gap_us=gaps[i][1], first_op=gaps[i][2],
-            device_aligned_start_us=float(aligned.starts[i]) if kept else None,
-            device_aligned_wall_us=float(aligned.ends[i] - aligned.starts[i]) if kept else None,
-            breakdown=StepBreakdown(**{k: float(per_step[k][i]) for k in BREAKDOWN_KEYS}) if kept else None,
-        ))
-    return tuple(rows)
-
-
-def annotation_gaps(m: Model) -> list:
-    """Per step: (first user annotation, gap to its first aten::* descendant, that op's name)."""
-    cpu = m.cpu
-    out = [(None, None, None)] * len(m.steps)
-    annotations = np.flatnonzero((cpu.kind == ANNOTATION) & (cpu.step >= 0))
-    if not annotations.size:
-        return out
-    skip = m.name_mask(lambda s: bool(STEP_RE.match(s)) or s.startswith(("nccl:", "gloo:", "## ", "Optimizer.")))
-    annotations = annotations[~skip[cpu.name[annotations]]]
-    is_aten = m.name_mask(lambda s: s.startswith("aten::"))
-    done = set()
-    for i in annotations.tolist():  # sorted by thread, then time
-        step = int(cpu.step[i])
-        if step in done:
-            continue
-        j = i + 1
-        hi = np.searchsorted(cpu.ts[j:j + 4096], cpu.end[i], side="right") + j
-        candidates = np.flatnonzero(is_aten[cpu.name[j:hi]] & (cpu.thread[j:hi] == cpu.thread[i]))
-        if not candidates.size:
-            continue
-        k = j + int(candidates[0])
-        done.add(step)
-        out[step] = (m.names[cpu.name[i]], float(cpu.ts[k] - cpu.ts[i]), m.names[cpu.name[k]])
-    return out
 
 
 # ----------------------------------------------------------------------------- ops
