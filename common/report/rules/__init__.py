@@ -4,8 +4,9 @@ In: :class:`~common.report.facts.tables.Tables`. Out: the findings (:class:`~com
 in the order of :data:`.registry.RULES` (:func:`.registry.run_rules` runs them).
 
 Each rule is a small function over the :class:`~common.report.facts.tables.Tables` (and the run's knobs,
-``t.knobs``); its docstring is the cheatsheet row it implements. It returns a :class:`~common.report.findings.Finding` (the
-evidence, and the spans of time it points at) or None. Rules read numbers the tables computed and
+``t.knobs``); its docstring's first paragraph says what it recognises (docs/report.md's table of the rules is
+written from it: tests/rules_doc.py), the rest how, and which cheatsheet row of the posts it implements. It
+returns a :class:`~common.report.findings.Finding` (the evidence, and the spans of time it points at) or None. Rules read numbers the tables computed and
 judge them; they do not aggregate events (a number a rule needs is a field of its theme's record,
 ``facts/<theme>.py``, or a general table: docs/report.md, "Adding a rule").
 

@@ -47,11 +47,16 @@ def _launch(k: ArchKernel, sms) -> str:
 
 
 def kernel_arch(t: Tables):
-    """A kernel holding a quarter of the device time or more, designed for an older GPU generation than the
-    card's (its name: ``..._sm80``; FlashAttention-2's kernels are sm80 designs): it issues only its own
-    generation's tensor-core instructions (on Hopper: warp-level mma.sync, not wgmma), so its share of the
-    peak is that design's on this card. An attention kernel designed for the card's own generation is said
-    too (wgmma, a persistent grid of one block per SM): what the older designs lack."""
+    """On a GPU, a matrix kernel holding a quarter of the device time or more whose design is older than the card's
+    generation (``common/report/facts/arch.py``: the architecture its name says, ``..._sm80``, ``nvjet_sm90``;
+    FlashAttention-2's kernels are sm80 designs; the card's from its compute capability): it issues only its own
+    generation's tensor-core instructions (on Hopper: warp-level ``mma.sync``, not ``wgmma``), with the roofline's
+    share of peak beside it; an attention kernel designed for the card's own generation is said too (cuDNN's sm90
+    kernel: ``wgmma``, a persistent grid of one block per SM). The hint names an attention backend designed for the
+    card, never the one the run already uses.
+
+    Its share of the peak is that design's on this card: what the older designs lack is what the card's own
+    generation issues."""
     heavy = [k for k in t.arch.kernels if k.share >= HEAVY]
     if not t.has_gpu or t.arch.card_major is None or not heavy:
         return None

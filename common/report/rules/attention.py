@@ -40,11 +40,12 @@ def _spans_of(t: Tables, spans: dict, names) -> tuple:
 
 
 def out_of_place_copy(t: Tables):
-    """P3.2/P3.3: ``scores.masked_fill(mask, -inf)`` returns a new tensor, so it first copies the whole
-    ``[batch, heads, seq, seq]`` scores (``aten::clone`` -> ``aten::copy_``; on a GPU the extra Memcpy
-    or copy kernel) and fills the copy. ``masked_fill_`` fills the scores in place: no copy, one
-    score-sized allocation less per forward (not always a lower peak: ``attention_scores_memory`` says,
-    where the run recorded its memory)."""
+    """P3.2/P3.3: ``scores.masked_fill(mask, -inf)`` copies the whole scores first (``aten::clone`` ->
+    ``aten::copy_``; on a GPU a Memcpy or copy kernel); ``masked_fill_`` does not.
+
+    masked_fill returns a new tensor: it copies the whole ``[batch, heads, seq, seq]`` scores and fills the copy.
+    ``masked_fill_`` fills the scores in place: no copy, one score-sized allocation less per forward (not always a
+    lower peak: ``attention_scores_memory`` says, where the run recorded its memory)."""
     s = t.attention.subtrees.get("aten::masked_fill")
     clones = s.ops.get("aten::clone", 0) if s is not None else 0
     if not clones:
@@ -66,9 +67,9 @@ def out_of_place_copy(t: Tables):
 
 
 def fp32_upcast(t: Tables):
-    """P3.6: SDPA's math backend computes in fp32: 16-bit q, k, v are cast up (``aten::_to_copy``)
-    and the output back down; on a GPU its GEMMs are fp32 ``sgemm`` kernels (CUDA cores), where the
-    hand-written attention's bf16 GEMM runs on tensor cores. An fp32 run has nothing to cast."""
+    """P3.6: SDPA's math backend casts 16-bit q, k, v up to fp32 (``aten::_to_copy``) and the output back; on a GPU
+    its GEMMs are fp32 ``sgemm`` kernels (CUDA cores) where the hand-written attention's run on tensor cores. An
+    fp32 run has nothing to cast."""
     s = t.attention.subtrees.get(MATH)
     if s is None:
         return None
@@ -94,10 +95,9 @@ def fp32_upcast(t: Tables):
 
 
 def causal_mask_rebuilt(t: Tables):
-    """P3.7: ``is_causal=True`` on the math backend builds the causal mask on every call
-    (``aten::ones`` -> ``aten::tril``, ``aten::scalar_tensor``, ``aten::where``; on a GPU a
-    ``triu_tril`` kernel, ``where`` kernels and an ``add_``), where the hand-written attention built
-    its mask once, outside the forward."""
+    """P3.7: ``is_causal=True`` on the math backend builds the mask on every call (``aten::ones`` -> ``aten::tril``,
+    ``aten::scalar_tensor``, ``aten::where``; on a GPU ``triu_tril``, ``where`` kernels and an ``add_``), where the
+    hand-written attention built its mask once, outside the forward."""
     s = t.attention.subtrees.get(MATH)
     if s is None or not s.paths.get("aten::tril"):
         return None
@@ -110,9 +110,8 @@ def causal_mask_rebuilt(t: Tables):
 
 
 def safe_softmax(t: Tables):
-    """P3.8: the math backend calls ``aten::_safe_softmax``: a softmax plus a guard (``isneginf``,
-    ``all``, ``where``) that turns a fully masked row into zeros, not NaN: more ops (and kernels)
-    than ``aten::softmax``."""
+    """P3.8: the math backend's ``aten::_safe_softmax``: a softmax plus a guard (``isneginf``, ``all``, ``where``)
+    that turns a fully masked row into zeros, not NaN: more ops (and kernels) than ``aten::softmax``."""
     s = t.attention.subtrees.get(MATH)
     if s is None or not s.ops.get("aten::_safe_softmax"):
         return None
@@ -125,12 +124,11 @@ def safe_softmax(t: Tables):
 
 
 def fused_attention(t: Tables):
-    """P3.9/P3.10/P3.12/P3.13: a fused backend runs attention as one op (and on a GPU one kernel, its
-    name decoded: library, tile, dtype, architecture), after views that put q, k, v in the layout
-    the kernel reads (``aten::transpose``; cuDNN reads ``[B, H, S, D]`` as is). The scores never
-    exist as a tensor. The attention kernels are those that ran: the ones SDPA's calls launched, each
-    with its own launch calls (not the other kernels under SDPA), and those CUDA graphs replayed
-    (``cudaGraphLaunch``: captured from SDPA, with no op on the CPU)."""
+    """P3.9/P3.10/P3.12/P3.13: a fused backend runs attention as one op (on a GPU one kernel, its name decoded:
+    library, tile, dtype, architecture) after views that put q, k, v in its layout (``aten::transpose``; cuDNN reads
+    ``[B, H, S, D]`` as is); the scores never exist as a tensor. The attention kernels that ran, each with its own
+    launch calls (not the other kernels under SDPA), and those CUDA graphs replayed (``cudaGraphLaunch``: tied by
+    correlation or, with no id, by the graph launch's time window)."""
     s = t.attention.subtrees.get(SDPA)
     if s is None or s.ops.get(MATH):
         return None
@@ -217,11 +215,13 @@ LIBRARY_SHARE = 0.5  # the calls' own time beyond this share of SDPA's CPU: the 
 
 
 def sdpa_cpu_in_library(t: Tables):
-    """P3.15: a fused backend's CPU cost per forward, and where it lives. cuDNN spends the most CPU
-    (A100: 214 µs vs flash 138, efficient 117), almost all of it the own time of
-    aten::scaled_dot_product_attention and the backend's op (_cudnn_attention_forward): the work
-    (choosing and building the kernel's plan, launching it) moved into the library, not into ops of
-    its own the trace could show."""
+    """GPU, a fused SDPA backend (P3.15): its CPU per call, and the share that is the own time of
+    ``aten::scaled_dot_product_attention`` and the backend's op (cuDNN: nearly all, the work moved into the
+    library).
+
+    cuDNN spends the most CPU (A100: 214 µs vs flash 138, efficient 117), almost all of it the own time of the two
+    ops (``_cudnn_attention_forward``): choosing and building the kernel's plan and launching it moved into the
+    library, not into ops of its own the trace could show."""
     s = t.attention.subtrees.get(SDPA)
     if s is None or not t.has_gpu or s.ops.get(MATH) or not s.kernels or not s.calls or s.wall_us <= 0:
         return None

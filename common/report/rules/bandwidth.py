@@ -36,12 +36,16 @@ def _row(r: MemoryRate) -> str:
 
 
 def memory_bandwidth(t: Tables):
-    """A memory-bound kernel is judged by bytes per second, not FLOP/s: each copy, fill, elementwise or
-    softmax kernel that holds a share of the device time, the least bytes its op must move (each input read
-    once and each output written once, by the workload's count or the lesson's knobs; a device-to-device
-    copy's own bytes, read and written) over its time, a lower bound, and its share of the card's memory
-    bandwidth. Near the bandwidth a pass is as fast as its bytes allow: fewer passes or bytes is what is
-    left; far under it, the kernel itself is slow for the bytes it must move."""
+    """On a GPU, each memory-bound kernel holding 5% of the steps' device time or more (copies, fills, elementwise,
+    softmax: ``common/report/facts/bandwidth.py``) in bytes per second: the least bytes of the op it serves (each
+    input read once and each output written once, by its recorded shapes (``--record-shapes``), else by the
+    workload's count, or by the lesson's knobs for a trace written before the count; a device-to-device copy's own
+    bytes, read and written) over the kernel's time, a lower bound, and its share of the card's memory bandwidth
+    (``peaks.py``); near it (80% or more) a pass is as fast as its bytes allow, far under it the kernel is slow for
+    its bytes, and a call under 1 MB is set by the kernel's start and end.
+
+    A memory-bound kernel is judged by bytes per second, not FLOP/s: near the bandwidth, fewer passes or bytes is
+    what is left."""
     device_us, bandwidth = t.bandwidth.device_us, t.bandwidth.bandwidth_gbs
     if not t.has_gpu or device_us <= 0:
         return None

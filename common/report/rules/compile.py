@@ -13,11 +13,13 @@ from common.report.units import fmt_us, rounded
 
 
 def torch_compile(t: Tables):
-    """A Torch-Compiled Region: K/M row: you're inside a compiled function. TorchDynamo Cache Lookup
-    on every step: Dynamo checking guards (paid on every call). AOTDispatcher Runtime Wrapper
-    Prologue: AOTAutograd's wrapper, always in the stack. ## Call CompiledFxGraph <hash> with the
-    same hash across steps: cache hits on the generated code. The frames' own CPU time per step is
-    what compiling adds to every call (P1.18: for a single op, more CPU than eager)."""
+    """The compile frames: ``Torch-Compiled Region: K/M``, ``TorchDynamo Cache Lookup`` (guards, every call),
+    ``AOTDispatcher Runtime Wrapper Prologue``, ``## Call CompiledFxGraph <hash>`` (one hash across steps: cache
+    hits); the frames' own CPU time per step, against the compute ops' own work on the CPU (P1.18).
+
+    A Torch-Compiled Region row: you are inside a compiled function; the cache lookup is Dynamo checking guards,
+    paid on every call; the prologue is AOTAutograd's wrapper, always in the stack. The frames' own CPU time per
+    step is what compiling adds to every call (P1.18: for a single op, more CPU than eager)."""
     info = t.compile
     if info is None:
         return None
@@ -77,8 +79,8 @@ def _frames_cost(t: Tables, nsteps: int) -> tuple[str, dict]:
 
 
 def recompiles(t: Tables):
-    """Several CompiledFxGraph hashes or Torch-Compiled Region indices: recompiles (new shapes,
-    dtypes or guards failing) or graph breaks; one stable hash means cache hits."""
+    """Several ``CompiledFxGraph`` hashes or region indices: recompiles (new shapes, dtypes, failing guards) or
+    graph breaks; one stable hash means cache hits."""
     info = t.compile
     if info is None:
         return None
@@ -98,11 +100,17 @@ def recompiles(t: Tables):
 
 
 def fused_kernels(t: Tables):
-    """Inductor's fused kernels, names decoded: triton_poi_fused__unsafe_view_gelu_mul_0 -> Triton,
-    pointwise, fuses _unsafe_view+gelu+mul (poi/red/per = pointwise/reduction/persistent
-    reduction); on the CPU graph_0_cpp_fused_... / cpp_fused_... (C++/OpenMP). On a GPU each with its
-    device time per call (the median) and what launched it (the compiled graph): the figure to weigh
-    against a hand-written kernel of the same ops (P2.10)."""
+    """Inductor's fused kernels decoded: ``triton_poi_fused__unsafe_view_gelu_mul_0`` → Triton, pointwise
+    (``poi``/``red``/``per``), fuses ``_unsafe_view`` + ``gelu`` + ``mul`` (the sorted ATen op names Inductor joins
+    with ``_``, split by ATen's own names: ``cpp_fused__scaled_dot_product_flash_attention_for_cpu_0`` is one op; a
+    name that splits no such way is said whole); on the CPU ``graph_0_cpp_fused_...`` / ``cpp_fused_...`` likewise;
+    on a GPU with each kernel's device time per call (median) and what launched it (the compiled graph); a pointwise
+    or reduction kernel's name may list an op it does not compute (``_scaled_dot_product_cudnn_attention``, ``bmm``:
+    Inductor names a kernel after the ops its nodes came from): where that op's own kind of kernel (attention, GEMM,
+    or the op itself) still runs in the same compiled graph calls, the op is said to be listed, not fused.
+
+    ``poi``/``red``/``per``: pointwise, reduction, persistent reduction; on the CPU, C++/OpenMP. A fused kernel's
+    device time per call is the figure to weigh against a hand-written kernel of the same ops (P2.10)."""
     rows = []
     for k in t.kernels:
         d = trace_names.decode_fused(k.name)
@@ -154,9 +162,11 @@ def _per_call(calls: int, lane: str, per_call_us: float, source) -> str:
 
 
 def cuda_graphs(t: Tables):
-    """cudaGraphLaunch on the CPU lane: a captured CUDA graph replays a whole sequence of kernels
-    for one launch (torch.compile mode='reduce-overhead', or torch.cuda.graphs): the per-kernel
-    launch cost, the overhead of a small-kernel phase such as decode, is gone from the host."""
+    """``cudaGraphLaunch`` on the CPU lane: one launch replays a captured graph's kernels (``reduce-overhead``);
+    kernels per launch, per annotation.
+
+    torch.compile mode='reduce-overhead', or torch.cuda.graphs: the per-kernel launch cost, the overhead of a
+    small-kernel phase such as decode, is gone from the host."""
     graphs = t.graph_launches
     if graphs is None:
         return None
@@ -177,11 +187,13 @@ def cuda_graphs(t: Tables):
 
 
 def recompiled_before_window(t: Tables):
-    """Torch-Compiled Region K/M with M > 0, the only region of its frame in the window, with one
-    CompiledFxGraph: the frame was compiled again before the window (a guard failed, typically a
-    shape changed) and that graph serves every call since. When the shapes keep changing, as a
-    growing KV cache's do, this is torch.compile going dynamic (automatic dynamic shapes after the
-    first change): one graph for every length instead of one recompile per length."""
+    """One ``Torch-Compiled Region K/M`` with M > 0 serves every call in the window: recompiled before it, and with
+    changing shapes (a growing KV cache) gone dynamic.
+
+    The only region of its frame in the window, with one CompiledFxGraph: the frame was compiled again before the
+    window (a guard failed, typically a shape changed) and that graph serves every call since. With shapes that keep
+    changing this is torch.compile's automatic dynamic shapes after the first change: one graph for every length
+    instead of one recompile per length."""
     info = t.compile
     if info is None or len(info.hashes) != 1:
         return None

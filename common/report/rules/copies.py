@@ -11,11 +11,12 @@ from common.report.units import fmt_bytes, fmt_us
 
 
 def hidden_dtod_copy(t: Tables):
-    """A cudaMemcpyAsync you didn't write / Memcpy DtoD immediately before a GEMM: often a hidden
-    device-to-device copy, e.g. addmm seeding its output with the bias before the GEMM epilogue
-    (the "fusion" is at the dispatcher level, not in the kernel). A memset or a tiny event between
-    the copy and the GEMM (cuBLAS's 4-byte memset before a Hopper GEMM) does not part them. Whether
-    addmm copies depends on the torch version and the bias: the rule says which the trace shows."""
+    """A ``cudaMemcpyAsync`` you did not write: ``Memcpy DtoD`` right before a GEMM (addmm's bias seed; a memset or
+    tiny event between them does not part them), or, when ``aten::addmm``'s GEMMs run without it, that there is no
+    copy (it depends on the torch version and the bias).
+
+    addmm seeds its output with the bias before the GEMM epilogue: the "fusion" is at the dispatcher level, not in
+    the kernel. cuBLAS's 4-byte memset before a Hopper GEMM may sit between the copy and the GEMM."""
     if not t.has_gpu:
         return None
     found = t.copies.dtod_before_gemm
@@ -54,3 +55,4 @@ def _no_bias_copy(t: Tables):
                    "seeding the output before the GEMM; whether addmm copies depends on the torch version and on the "
                    "bias (a bias vector can ride in the GEMM's epilogue)",
                    dict(variant="no_copy", pairs=0, addmm_gemms=gemms.count, gemm=names[0]), spans=in_window(t, gemms.spans))
+

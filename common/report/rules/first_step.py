@@ -80,11 +80,13 @@ def device_agrees(t: Tables) -> str:
 
 
 def first_recorded_step(t: Tables):
-    """The first recorded step wider than the others when the workload ran before it (the schedule's
-    wait/warmup steps, a warm-up): the profiler's first recorded step, not a cold start. Every run
-    shows it, warmed up or not; read the steps after it. The real cold start runs in the unrecorded
-    wait step: a schedule of wait=0, warmup=0 without warm-up records it. A step #0 of a trace that
-    does not say whether the workload ran before: cannot tell a cold start from the profiler's step."""
+    """The first recorded step wider when the workload ran before it (the schedule's unrecorded steps,
+    ``--warmup``): the profiler's first recorded step, not a cold start; where its extra went (ops' own time, the
+    annotation's gap) and, on a GPU, that the device time per step agrees; where the real cold start is and the
+    command that records it. A step ``#0`` of a trace without the lesson's knobs: cannot tell.
+
+    Every run shows it, warmed up or not: read the steps after it. The real cold start runs in the unrecorded wait
+    step; a schedule of wait=0, warmup=0 without warm-up records it."""
     cmp = wide_first_step(t)
     first = first_step(t)
     if cmp is None or first.kind == COLD:

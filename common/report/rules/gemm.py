@@ -14,11 +14,14 @@ from common.report.units import fmt_us, rounded
 
 
 def occupancy_query(t: Tables):
-    """An occupancy query (cudaOccupancyMaxActiveBlocksPerMultiprocessor[WithFlags], ...MaxActiveClusters,
-    cuOccupancy..., hipOccupancy...) before a launch: a heavyweight, adaptively-launched kernel (GEMM,
-    conv); cuBLAS asks how many blocks fit on an SM to pick a variant. A launch with no preceding
-    query: an elementwise or reduction kernel with a fixed, light footprint. Below sm_90 (the posts'
-    A100) every cuBLAS GEMM launch follows a query; on sm_90+ (cuLaunchKernelEx) it is optional."""
+    """An occupancy query (``cudaOccupancyMaxActiveBlocksPerMultiprocessor[WithFlags]``, ``...MaxActiveClusters``,
+    ``cuOccupancy*``, ``hipOccupancy*``) before a launch (GEMM-like) vs plain launches (elementwise, fixed
+    footprint); expected before every GEMM below sm_90, optional on Hopper and newer (it says which case the trace
+    shows).
+
+    A heavyweight, adaptively launched kernel (GEMM, conv): cuBLAS asks how many blocks fit on an SM to pick a
+    variant; an elementwise or reduction kernel has a fixed, light footprint and no query. Below sm_90 (the posts'
+    A100) every cuBLAS GEMM launch follows a query; on sm_90+ (``cuLaunchKernelEx``) it is optional."""
     occ = t.gemm.occupancy
     if occ is None:
         return None
@@ -75,10 +78,13 @@ def _no_occupancy_query(gpu: Gpu, ev: dict):
 
 
 def hotspot_kernel(t: Tables):
-    """One event dominates CUDA total: that's your hotspot. Start the optimization there (where the GPU
-    sets the pace; where it idles most of each step, the dispatch is the cost, not the kernel; on a GEMM or
-    attention kernel whose matrix work is compute-bound, what a faster kernel could win at most, beside
-    device_bound's "the arithmetic is the cost", with no threshold that words the same kernel two ways)."""
+    """One kernel owns most of the device time: start there (not where the GPU idles most of each step, nor on a
+    GEMM or attention kernel whose matrix work is compute-bound: what a faster kernel could win at most, 100 / its
+    share of the roof, and that fewer FLOPs is what is left).
+
+    The posts' cheatsheet row: one event dominates CUDA total: that's your hotspot. Where the GPU idles most of each
+    step, the dispatch is the cost, not the kernel; beside device_bound's "the arithmetic is the cost", no threshold
+    words the same kernel two ways."""
     if not t.kernels:
         return None
     k = t.kernels[0]
@@ -113,8 +119,8 @@ VIEW_OPS = trace_names.VIEW_OPS
 
 
 def metadata_only_ops(t: Tables):
-    """aten::t, transpose, view, reshape, as_strided, _unsafe_view launch no kernel (0 CUDA time):
-    metadata-only ops, a new view of the same memory."""
+    """``aten::t``, ``transpose``, ``view``, ``reshape``, ``as_strided``, ``_unsafe_view``: a new view of the same
+    memory, no kernel (0 CUDA time)."""
     rows = [o for o in t.ops if o.name in VIEW_OPS and o.calls_with_device_work == 0]
     if not rows:
         return None
@@ -127,9 +133,12 @@ def metadata_only_ops(t: Tables):
 
 
 def matmul_dispatch(t: Tables):
-    """aten::matmul resolving to aten::mm: a 2D × 2D matrix multiply; resolving to aten::bmm: a
-    batched matmul on 3D+ tensors (P1.10: a leading batch axis). Per call, the kernel launches under
-    it; apart from them, how many calls also made other runtime calls (a memset, a query, a malloc)."""
+    """``aten::matmul`` → ``aten::mm`` (2D) or ``aten::bmm`` (batched); its kernel launches per call and, apart, how
+    many calls also made other runtime calls (a ``cudaMemsetAsync`` is a memset, not a kernel; a cold first call
+    sets cuBLAS up); the hint speaks of bmm only where it ran.
+
+    bmm is a batched matmul on 3D+ tensors (P1.10: a leading batch axis); the other runtime calls are a memset, an
+    occupancy query, a malloc."""
     kids = t.gemm.op_children["aten::matmul"]
     mm, bmm = kids.get("aten::mm", 0), kids.get("aten::bmm", 0)
     if not mm and not bmm:
@@ -169,10 +178,11 @@ def _runtime_said(r) -> str:
 
 
 def linear_chain(t: Tables):
-    """nn.Linear's op chain (Part 2). Eager (P2.1): aten::linear -> aten::t (a view of the weight: no
-    data moved, no kernel) -> aten::addmm (the matmul and the bias in one op: no aten::add). Compiled
-    (P2.2): the same aten::addmm, called from the compiled graph, with no aten::linear and no aten::t
-    around it: the graph passes the weight already laid out."""
+    """nn.Linear's chain: eager ``aten::linear`` → ``aten::t`` → ``aten::addmm`` (P2.1); compiled ``02_linear`` the
+    same ``aten::addmm`` from the compiled graph, no ``aten::linear``, no ``aten::t`` (P2.2).
+
+    ``aten::t`` is a view of the weight (no data moved, no kernel); ``aten::addmm`` is the matmul and the bias in
+    one op (no ``aten::add``); the compiled graph passes the weight already laid out."""
     rows = {o.name: o.calls for o in t.ops}
     addmm = rows.get("aten::addmm", 0)
     if not addmm:
@@ -199,9 +209,11 @@ def linear_chain(t: Tables):
 
 
 def addmm_vs_mm_add(t: Tables):
-    """aten::addmm(b, x, w) instead of a separate aten::add + aten::mm pair: operator fusion at
-    the dispatcher level; the GPU kernel is still the same GEMM, with the bias add folded into
-    the epilogue."""
+    """One ``aten::addmm`` vs ``aten::mm`` + ``aten::add``: fusion at the dispatcher level; on the CPU, the bias
+    seed ``aten::copy_`` inside ``aten::addmm``, and what a GPU does instead (nn.Linear's 1-D bias in the GEMM
+    epilogue, no copy; a full 2-D bias may be copied first).
+
+    The GPU kernel is still the same GEMM, with the bias add folded into its epilogue."""
     ops = {o.name: o for o in t.ops}
     addmm = ops["aten::addmm"].calls if "aten::addmm" in ops else 0
     pairs = t.gemm.mm_add_pairs
@@ -238,11 +250,13 @@ def addmm_vs_mm_add(t: Tables):
 
 
 def gemm_kernels(t: Tables):
-    """A kernel named like ampere_bf16_s16816gemm_... or nvjet_sm90_tst_...: the actual cuBLAS GPU work
-    for a matmul; the name carries library, arch, dtype, tile, stages (and on Hopper the cluster shape
-    and epilogue flags) and layout (nn/tn/TNT); identical names mean identical GPU work (typically the
-    same in eager and compiled mode). A ``bias`` flag (nvjet_..._bias_...) shows the bias add riding in
-    the GEMM's epilogue: one kernel for nn.Linear's matmul + bias."""
+    """GEMM names decoded: library, arch, dtype, tile, stages, layout (``tn``/``nn``); on Hopper ``nvjet_sm90_...``
+    (tile, k-tile x stages, cluster, flags, layout ``TNT``) and ``cutlass3x_sm90_...``; a ``bias`` flag shows the
+    bias in the GEMM's epilogue (P2.1).
+
+    A kernel named like ``ampere_bf16_s16816gemm_...`` or ``nvjet_sm90_tst_...`` is the actual cuBLAS GPU work for a
+    matmul; identical names mean identical GPU work (typically the same in eager and compiled mode); a ``bias`` flag
+    means one kernel for nn.Linear's matmul + bias."""
     rows = [(k, trace_names.decode_gemm(k.name)) for k in t.kernels if k.category == "gemm"]
     rows = [(k, d) for k, d in rows if d]
     if not rows:

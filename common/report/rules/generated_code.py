@@ -19,13 +19,17 @@ AUTOTUNE_ON = "s/'max_autotune': False/'max_autotune': True/"  # the edit that a
 
 
 def generated_code(t: Tables):
-    """The TorchInductor guide's workflow: the generated kernels that take the most time, each with its share
-    of the steps' wall time (on a GPU also of the device's kernel time) and the guide's bound on what speeding
-    it up can give (a kernel at 2 % made 2x faster gives at most 1 %), the code that holds it (the compiled
-    module a lesson copied beside the trace: file and line, the ATen ops it came from) and the commands that
-    run the module alone (``-p``: its ops timed in a table) and, on a GPU, the one kernel alone and with
-    max-autotune. Where Inductor generated no kernel (the graph calls library kernels only, ``addmm``), says
-    so and points at the module all the same."""
+    """The TorchInductor profiling guide's workflow (``docs/compiled-kernels.md``): Inductor's generated kernels,
+    costliest first (those under 1% of the wall time counted together), each with its share of the steps' wall time
+    (on a GPU also of the device's kernel time) and the guide's bound (a kernel at s% made 2x faster saves at most
+    s/2% of a step; nothing where the host sets the pace, which it says), the ops it came from (the module's comment
+    on a GPU, its name on the CPU, an op whose own kernel still runs said apart), and its code: the compiled module
+    a lesson copied beside the trace (``<trace>.graph0.py``), the line where the kernel's code starts and the line
+    the graph calls it at; the commands that run the module alone (``-p``) and, on a GPU, the kernel's own file
+    alone and with max-autotune. Where Inductor generated no kernel (``extern_kernels.addmm`` only), says so and
+    points at the module; without a copy, says how to find it.
+
+    ``-p`` times the module's ops in a table; the bound is what speeding the kernel up can give at most."""
     rows, modules = t.generated_code.rows, t.generated_code.modules
     if not rows and not modules:
         return None

@@ -25,13 +25,14 @@ def seen_name(item, depth: int = 1) -> str:
 
 
 def guess_vs_seen(t: Tables):
-    """P3.17: state what one call should run before looking, then line it up with what ran. On a GPU
-    the kernels and copies a call launched, each named by its launching op; on the CPU the ops that
-    did the arithmetic (the same ops). Every mismatch is the interesting part: an item nobody
-    guessed (the masked_fill's copy), an item that never ran (no fused kernel in SDPA's math
-    backend). A memset (cuBLAS's 4 bytes before a Hopper GEMM) is never taken for a guessed piece of
-    work: it is named as a memset, a fill the library issues; a call whose only surprise is memsets
-    ran all as guessed. The report prints the whole table (--short too), mismatches first."""
+    """P3.17, "guess first, then look": the lesson's guess of what one annotated call runs against what it ran (on a
+    GPU the kernels and copies, each named by its launching op; on the CPU the ops that did the arithmetic),
+    mismatches first.
+
+    Every mismatch is the interesting part: an item nobody guessed (the masked_fill's copy), an item that never ran
+    (no fused kernel in SDPA's math backend). A memset (cuBLAS's 4 bytes before a Hopper GEMM) is never taken for a
+    guessed piece of work: it is named as a memset, a fill the library issues; a call whose only surprise is memsets
+    ran all as guessed. The report prints the whole table (--short too)."""
     check = t.guess
     if check is None:
         return None

@@ -9,12 +9,15 @@ from common.report.units import fmt_us, rounded
 
 
 def hand_written_kernels(t: Tables):
-    """A Triton kernel not named as Inductor names its own (``triton_<poi|red|per|tem>_fused_...``):
-    a plain function name launched through the driver API (cuLaunchKernel[Ex], Triton's launcher),
-    such as Liger's ``_geglu_tanh_forward_kernel`` launched from ``LigerGELUMulFunction`` (P2.9). Said
-    with its device time per call (the median) and the op it is launched from; where the trace has no
-    torch.compile frames nothing in the run was compiled by Inductor. Its per-call time is what
-    Inductor's fusion of the same ops competes with (P2.10: close, not always faster)."""
+    """A Triton kernel written by hand: a plain function name launched through the driver API
+    (``cuLaunchKernel[Ex]``, Triton's launcher), not named as Inductor names its kernels (Liger's
+    ``_geglu_tanh_forward_kernel`` from ``LigerGELUMulFunction``, P2.9), with the op it is launched from, its device
+    time per call (median) and whether the trace has torch.compile frames; its per-call time is what Inductor's
+    fusion competes with (P2.10).
+
+    Inductor names its own ``triton_<poi|red|per|tem>_fused_...``; where the trace has no torch.compile frames,
+    nothing in the run was compiled by Inductor. P2.10: Inductor's fusion of the same ops is close, not always
+    faster."""
     rows = [(k, t.kernel_sources.get(k.name)) for k in t.kernels
             if k.category == "triton_other" and not k.name.startswith("triton_")]
     if not rows:

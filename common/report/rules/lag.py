@@ -10,10 +10,13 @@ SAID_STEPS = 6  # step ends said one by one, at most
 
 
 def gpu_behind_host(t: Tables):
-    """The GPU falls behind the host: at the window's end the device work the steps launched runs on a whole
-    host step or more after the host's last step. Said with the lag at the window's start (the work queued
-    before it) and at each step's end; where it grows every step, by how much a step: each step's device
-    work outlasts the host's step, so the host queues ahead and its step times are not what the steps cost."""
+    """On a GPU, where the device work the steps launched runs on a whole host step or more after the host's last
+    step (``common/report/facts/lag.py``): how far the GPU was behind the host at the window's start (work queued
+    before it), at each step's end and at the window's end (the latest end of the device work launched by then, less
+    that instant), and, where it grows every step, by how much a step (each step's device work outlasts the host's
+    step: the host queues ahead); the steps table's caption gives the start and the end side by side.
+
+    Where the lag grows every step, the host's step times are not what the steps cost."""
     if not t.has_gpu or not t.lag.behind:
         return None
     ends = t.lag.at_step_ends_us

@@ -24,13 +24,16 @@ def _b(n: float) -> str:
 
 
 def attention_scores_memory(t: Tables):
-    """Attention's memory per forward (--profile-memory, 04_a/b/c/d): how many blocks the size of a
-    [batch, heads, seq, seq] score matrix one forward allocates, at each dtype they come in (SDPA's math
-    backend computes in fp32: its scores are twice a 16-bit matrix's bytes), which ops allocate them, and
-    how many are live at once. Naive attention allocates several (the matmul's scores, the scale, softmax);
-    the out-of-place ``masked_fill`` one more, its copy (``masked_fill_`` writes in place: 04_b): one
-    allocation and one copy less, and a lower peak only where the copy is what the peak holds; a fused
-    kernel (SDPA flash) none: the scores are never materialised as a tensor."""
+    """With ``--profile-memory``, 04: the allocations of the score tensors' size per forward (``[batch, heads, seq,
+    seq]``), at each dtype they come in (the math backend's fp32 scores: twice a 16-bit matrix), named by the ops
+    that make them (inside SDPA's one op: ``aten::bmm``, ``aten::_softmax``, ``aten::_to_copy``); the out-of-place
+    masked_fill's copy among them, and whether ``masked_fill_`` lowers the peak or only the allocations (how many
+    score matrices are live at once with and without the copy); none in a fused backend.
+
+    Naive attention allocates several (the matmul's scores, the scale, softmax); the out-of-place ``masked_fill``
+    one more, its copy (``masked_fill_`` writes in place: 04_b): one allocation and one copy less, and a lower peak
+    only where the copy is what the peak holds; a fused kernel (SDPA flash) none: the scores are never materialised
+    as a tensor."""
     k, mem = t.knobs, t.memory
     if mem is None or k is None:
         return None
@@ -136,10 +139,13 @@ def _in_place_hint(peak: Optional[dict]) -> str:
 
 
 def kv_cache_growth(t: Tables):
-    """The KV cache on the memory curve (--profile-memory, an LLM's ``decode`` calls): a cache that grows
-    by concatenation (transformers' DynamicCache) allocates more in every decode, and the memory live
-    after each decode rises by the new token's keys and values (2 x layers x batch x kv_heads x head_dim
-    x bytes); a preallocated cache (StaticCache) is written in place: every decode allocates the same."""
+    """With ``--profile-memory``, 05: bytes allocated and live per decoded token (the dynamic KV cache grows by 2 x
+    layers x batch x kv_heads x head_dim x bytes a token; a static cache is allocated once); cannot tell when the
+    trend is neither growth nor flat.
+
+    A cache that grows by concatenation (transformers' DynamicCache) allocates more in every decode, and the memory
+    live after each decode rises by the new token's keys and values; a preallocated cache (StaticCache) is written
+    in place: every decode allocates the same."""
     mem = t.memory
     a = mem.annotation("decode") if mem is not None else None
     if a is None or a.calls < 3:

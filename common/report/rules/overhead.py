@@ -88,10 +88,12 @@ def _cpu_regime(t: Tables) -> str | None:
 
 
 def regime_cannot_tell(t: Tables):
-    """Where the CPU steps cannot carry an overhead- or compute-bound verdict (the fastest steps
-    disagree, or the matmul ran slower than any CPU computes it), say so and why, instead of
-    guessing: a busy machine's waiting is not a regime. Where they agree on a compute share between
-    the two thresholds, say it is neither, with the share (silence would leave the run without a regime)."""
+    """On the CPU, where the steps cannot carry an overhead- or compute-bound verdict (the fastest half of the steps
+    disagree, or the matmul ran slower than any CPU computes it, allowing for a dtype the lesson measured as
+    emulated): says so and why, instead of a verdict; where the fastest steps agree on a compute share between 75%
+    and 90%, "neither overhead- nor compute-bound", with the share.
+
+    A busy machine's waiting is not a regime; silence would leave the run without one."""
     if t.has_gpu:
         return None
     regime = cpu_regime(t)
@@ -154,16 +156,21 @@ def _cpu_compute_bound(t: Tables):
 
 
 def overhead_bound(t: Tables):
-    """Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound. On a GPU:
-    the work a step launched keeps the GPU busy under half the step (:func:`.regime.gpu_overhead_bound`).
-    On a CPU-only trace: the compute ops' own work is under 75% of each step, the dispatch the rest."""
+    """On a GPU: the device time of the work a step launched is under 50% of the step's host wall time (medians over
+    the steps): the GPU idles while the host dispatches (no "fuse ops" where a step launches one kernel). On a
+    CPU-only trace, the CPU analogue: the compute ops' own work is below 75% of each step, the dispatch around them
+    (the annotation, the dispatcher chain, Python and the profiler between ops) the rest.
+
+    The posts' cheatsheet row: Self CPU time total ≫ Self CUDA time total (CPU in ms, GPU in µs): overhead-bound.
+    The GPU's test is :func:`.regime.gpu_overhead_bound`."""
     return _cpu_overhead_bound(t) if not t.has_gpu else regime.gpu_overhead_bound(t)
 
 
 def compute_bound(t: Tables):
-    """On a CPU-only trace: 90% or more of each step is the compute ops' own work: compute-bound. (On a
-    GPU, busy is not compute-bound: :func:`.regime.device_bound` says who sets the pace and which roof
-    bounds the kernels.)"""
+    """On a CPU-only trace, 90% and more of each step is the compute ops' own work (on a GPU, busy is not
+    compute-bound: ``device_bound``).
+
+    On a GPU, :func:`.regime.device_bound` says who sets the pace and which roof bounds the kernels."""
     return _cpu_compute_bound(t) if not t.has_gpu else None
 
 
@@ -182,7 +189,8 @@ def _its_shapes(t: Tables) -> str:
 
 
 def hotspot_op(t: Tables):
-    """One op dominates the device (or, on a CPU trace, the CPU) time: the op-level hotspot."""
+    """One op owns most of the device (on a CPU trace, the CPU: its median own time per step, and the step that
+    carries its total when one does) time: the op-level hotspot."""
     ops = _ops(t)
     if not ops:
         return None
@@ -219,8 +227,11 @@ def hotspot_op(t: Tables):
 
 
 def many_calls(t: Tables):
-    """One event has a huge # of Calls: a potential bottleneck even if each call is cheap. Check
-    whether it can be fused or batched."""
+    """An op with a huge call count per step: cheap per call, costly in all; fuse or batch (foreach/fused optimizers
+    only where an optimizer stepped, torch.compile only where the run did not compile).
+
+    The posts' cheatsheet row: one event has a huge # of Calls: a potential bottleneck even if each call is cheap.
+    """
     ops = _ops(t)
     if not ops:
         return None
@@ -244,8 +255,8 @@ def _many_calls_cure(t: Tables) -> str:
 
 
 def children_heavy(t: Tables):
-    """CPU total ≫ Self CPU for a row: most of the cost lives in children. Drill into the nested
-    events, not the parent."""
+    """CPU total ≫ self CPU for a row: the cost lives in the children; drill into the nested events, not the parent.
+    """
     ops = [o for o in _ops(t) if o.cpu_total_us > 0]
     if not ops:
         return None

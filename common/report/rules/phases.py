@@ -30,11 +30,12 @@ def _same_op_graph(a, b) -> bool:
 
 
 def overhead_bound_phase(t: Tables):
-    """A phase whose calls dispatch about as many ops as another phase's calls but do far less work
-    each (decode's one token per sequence vs prefill's whole prompt): its time goes to dispatching
-    the same op graph again, not to the work, so per token it is many times slower (and on a GPU it
-    leaves the GPU idle). Fewer, bigger calls (batching), fewer ops (torch.compile) or one launch
-    for them all (CUDA graphs) help; faster kernels do not."""
+    """An annotation whose calls dispatch about as many ops as another's but do far less work: ``decode`` (1 token)
+    vs ``prefill`` (the prompt), its time per token N x prefill's (tokens from ``05_llm.py``'s knobs); without token
+    counts, on a GPU: the GPU mostly idle in it, busy in the other.
+
+    Its time goes to dispatching the same op graph again, not to the work. Fewer, bigger calls (batching), fewer ops
+    (torch.compile) or one launch for them all (CUDA graphs) help; faster kernels do not."""
     tokens = _tokens_per_call(t)
     pairs = [(a, b) for a in t.phases for b in t.phases if a is not b and _same_op_graph(a, b)]
     best = None
@@ -79,11 +80,13 @@ def overhead_bound_phase(t: Tables):
 
 
 def llm_decode_chain(t: Tables):
-    """What the LLM lesson's variants change in one decode call, read from the ops it ran: attention
-    as one aten::scaled_dot_product_attention per layer (--attn sdpa, Part 3's 04_c) or as
-    aten::bmm + aten::softmax (--attn eager, Part 3's 04_a chain); the KV cache appended with
-    aten::cat (--cache dynamic: each layer's keys and values copied into a new, longer tensor every
-    token) or written in place with aten::index_copy_ (--cache static: preallocated once)."""
+    """``05_llm.py``: one decode call's attention (``aten::scaled_dot_product_attention`` per layer, or ``--attn
+    eager``'s ``aten::bmm`` + ``aten::softmax``) and KV cache writes (``aten::cat``, 2 per layer under the dynamic
+    cache; ``aten::index_copy_`` under ``--cache static``).
+
+    What the LLM lesson's variants change, read from the ops the call ran: ``--attn sdpa`` is Part 3's 04_c,
+    ``--attn eager`` its 04_a chain; ``--cache dynamic`` copies each layer's keys and values into a new, longer
+    tensor every token, ``--cache static`` writes in place into a cache preallocated once."""
     knobs, ops = t.knobs, t.per_phase.chains.get("decode", {})
     if knobs is None or "decode" not in _tokens_per_call(t) or not ops:
         return None  # a language model's decode (it embeds token ids), run by a lesson (its flags are the hints)

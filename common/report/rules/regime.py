@@ -81,10 +81,17 @@ def _evidence(t: Tables, r: Regime) -> dict:
 
 
 def device_bound(t: Tables):
-    """GPU busy is not compute-bound. Device-bound: the work a step launched keeps the GPU busy at least
-    80% of the step's host time (medians), so the GPU, not the dispatch, sets the pace; between 50% and
-    80%, neither alone. Then what bounds the kernels: the compute roof (GEMMs above the ridge point
-    near their peak) or the memory roof (copies, elementwise and softmax work; GEMMs below the ridge)."""
+    """On a GPU, two questions (``common/report/facts/regime.py``): who sets the pace, device-bound where the work a
+    step launched keeps the GPU busy 80% or more of the step's host wall time (medians; between 50% and 80%, neither
+    alone, level info); and which roof bounds the kernels: memory where memory work (copies, elementwise, softmax,
+    norms: a few FLOPs per byte) holds most of the device time, or the GEMM/attention work (by the roofline's
+    intensity against its dtype's ridge point: its op rows together, one figure for all of it, where they share a
+    dtype; else its largest row, named) does and sits under the memory roof; compute where that work sits above the
+    ridge; "cannot tell" where it reaches under 50% of its roof (under 2 FLOP/byte, as decode's GEMMs: memory
+    however far under) or its bytes are unknown. The hint never names a dtype the run already uses.
+
+    GPU busy is not compute-bound: at 80% busy the GPU, not the dispatch, sets the pace, whatever bounds its
+    kernels."""
     r = t.regime
     if not t.has_gpu or r is None or r.pace == "overhead":
         return None

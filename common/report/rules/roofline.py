@@ -107,12 +107,15 @@ def _far_hint(t: Tables, row) -> str:
 
 
 def roofline(t: Tables):
-    """Part 1's "from overhead bound to compute bound" as a number: the op with the most time among the
-    GEMMs and attention, its FLOPs, its achieved rate and, on a GPU of known peak, its share of the
-    datasheet's dense peak and the roof (compute or memory bandwidth) its arithmetic intensity puts it
-    under. From the lesson's knobs without record_shapes: the step's GEMMs (FLOPs and bytes of their
-    shapes) and an attention lesson's forward, one FLOP count for every variant. On the CPU, or a GPU
-    not in the peaks table, achieved rates only: no share without a peak."""
+    """Part 1's headline as a number: each GEMM and attention op's achieved rate, and on a GPU with a known
+    datasheet peak its share of peak and its roof (size 64: a tiny share, under the memory roof; size 4096: a large
+    one, under the compute roof); on the CPU achieved rates only, the op's own and the steps'.
+
+    Part 1's "from overhead bound to compute bound": the op with the most time among the GEMMs and attention, its
+    FLOPs, its achieved rate and the roof (compute or memory bandwidth) its arithmetic intensity puts it under. From
+    the lesson's knobs without record_shapes: the step's GEMMs (FLOPs and bytes of their shapes) and an attention
+    lesson's forward, one FLOP count for every variant. A GPU not in the peaks table: achieved rates only, no share
+    without a peak."""
     r = t.roofline
     if r is None or not r.rows:
         return None

@@ -18,11 +18,12 @@ from common.report.units import fmt_us, rounded
 
 
 def cold_first_step(t: Tables):
-    """The first recorded step much wider than the rest when it is the workload's first call (no
-    warm-up, no unrecorded wait/warmup step before it: ``--schedule 0,0,N``): the cold start
-    (workspaces, BLAS/cuBLAS setup, lazy module loading), with the profiler's own start on top. Paid
-    once; the default schedule's wait step (or --warmup) keeps it out of the profiled steps. A wider
-    first step after the workload already ran is the profiler's (first_recorded_step), never this."""
+    """The first recorded step much wider than the others, beyond their own spread, when it is the workload's first
+    call (``#0``, no warm-up: ``--schedule 0,0,N``): the cold start (workspaces, cuBLAS heuristics, lazy loading)
+    plus the profiler's own start; names the ops whose own time grew and the events no other step has. Paid once:
+    the default schedule's wait step (or ``--warmup``) keeps it out of the window.
+
+    A wider first step after the workload already ran is the profiler's (``first_recorded_step``), never this."""
     cmp = cold_step(t)
     if cmp is None:
         return None
@@ -43,10 +44,11 @@ def cold_first_step(t: Tables):
 
 
 def noisy_steps(t: Tables):
-    """Step times that differ more than 2x from step to step (after the first recorded step, which
-    the profiler often makes wider; on a GPU run, the device time per step): too noisy to judge
-    a slower step or a cold start on this machine (a busy CPU, another process). Profile more active
-    steps, on an idle machine, and read the median, not the mean."""
+    """The steps after the first recorded one (on a GPU run: their device time) more than 2x apart (with five steps
+    or more, beyond one slow step), or (with a lesson's knobs) matmul arithmetic far slower than any CPU: too noisy
+    to judge a slower step; says so instead of advising.
+
+    Profile more active steps on an idle machine, and read the median, not the mean."""
     if not is_real_steps(t):
         return None
     what, durs = step_times(t)
@@ -80,11 +82,9 @@ def noisy_steps(t: Tables):
 
 
 def annotation_gap(t: Tables):
-    """Big gap between record_function("...") start and the first aten::* inside it in a cold first
-    step (the workload's first call): the cold-start tax, zoomed in. The annotation entered, but the
-    dispatch hadn't happened yet. Not reported when the workload ran before the first recorded step
-    (the profiler's first step often widens the gap: first_recorded_step says so), nor when
-    the first gap is inside the others' noise."""
+    """The gap from a ``record_function`` start to its first ``aten::`` op, much wider in a cold first step (the
+    workload's first call); not after the workload ran (the profiler's first step often widens it:
+    ``first_recorded_step`` gives it), nor inside the others' noise: the cold-start tax, zoomed in."""
     rows = [(i, r) for i, r in enumerate(t.step_rows) if r.annotation_gap_us is not None]
     if len(rows) < 2 or rows[0][0] != 0 or cold_step(t) is None:
         return None
@@ -106,9 +106,9 @@ def annotation_gap(t: Tables):
 
 
 def long_final_sync(t: Tables):
-    """A long cudaDeviceSynchronize at the end of the active window: the profiler flushing; its
-    duration is mostly the GPU finishing pending work, not a real CPU cost. A sync covering tiny
-    GPU work is a classic overhead-bound symptom."""
+    """A long final ``cudaDeviceSynchronize`` over little GPU work: the profiler flushing, mostly the GPU finishing.
+
+    Not a real CPU cost; a sync over tiny GPU work is a classic overhead-bound symptom."""
     sync = t.timeline.final_sync
     if sync is None or sync.dur_us < 50:
         return None
@@ -126,8 +126,8 @@ def long_final_sync(t: Tables):
 
 
 def activity_buffer_request(t: Tables):
-    """Activity Buffer Request on the GPU lane: the profiler allocating/refilling its own event
-    buffer. The first one usually accounts for the initial CPU↔GPU lane offset."""
+    """The profiler's own buffer request on the GPU lane; the first one usually accounts for the CPU-GPU lane
+    offset."""
     reqs = t.timeline.buffer_requests.requests
     if not reqs:
         return None
@@ -143,11 +143,11 @@ def activity_buffer_request(t: Tables):
 
 
 def kernel_gap(t: Tables):
-    """A gap between device work in a single step (its neighbours named as what they are), with what the CPU
-    did meanwhile: when the next kernel's launch began inside the gap, the GPU waited for the CPU (the op and
-    runtime call running then: a first call's one-time work, a slow launcher); when its launch call began
-    before the gap and ran into it, the slow launch; when the work was queued before, the device side idled (the posts' buffer request shows there as an
-    overlapping Activity Buffer Request). Run more active steps: once is a one-time cost or the
+    """An idle gap between device work inside one step (its neighbours named as what they are: two kernels, or a
+    memset (4 B) and a kernel, a memcpy), and what the CPU was doing: when the next kernel's launch began inside the
+    gap, the GPU waited for the CPU (the launch, the op it sits in, the CPU events in the gap); when the launch call
+    began before the gap and ran on into it, the slow launch set the gap; when the work was queued before, the
+    device side idled (an overlapping Activity Buffer Request: the profiler). Once is a one-time cost or the
     profiler, every step is your code."""
     if not t.has_gpu or not is_real_steps(t):
         return None
@@ -203,8 +203,8 @@ def _gap_story(t: Tables, step: int, gap) -> tuple[str, str]:
 
 
 def kernel_time_spread(t: Tables):
-    """The same kernel timing differently across steps: GPU clocks, thermals, power management,
-    driver housekeeping. Read the trace, not just the mean (the mean misleads; the median holds)."""
+    """The same kernel timing differently across steps (clocks, thermals, power management, the driver): read the
+    median, not the mean."""
     if not t.has_gpu or not is_real_steps(t):
         return None
     hits = []
@@ -237,11 +237,11 @@ MEAN_MISLEADS = 1.2  # the mean over the median beyond this: a few slow steps ca
 
 
 def op_time_spread(t: Tables):
-    """P1.14 on the CPU: the heaviest compute op's own time in each step of a long window (the posts'
-    active=20): the op with the largest median own time per step, so a spike in a light op does not pick it. The same op times differently from step to step (the first call's setup, caches, the
-    machine's other work); when a few slow steps pull the mean above the median, the profiler
-    table's averages (means over every call) mislead and the median holds. Where the mean and the
-    median agree, this run's steps agree: the finding says that instead."""
+    """CPU, 8 steps or more (P1.14 with ``--schedule 0,0,20``): the heaviest compute op's own time per step, its
+    median, mean and range; says whether a few slow steps carry the mean (it misleads) or the steps agree.
+
+    The heaviest: the largest median own time per step (a spike in a light op does not pick it); the profiler
+    table's averages are means over every call."""
     work = t.cpu_work
     if t.has_gpu or not is_real_steps(t) or work is None or len(work.heaviest_per_step) < SPREAD_MIN_STEPS:
         return None
@@ -275,9 +275,9 @@ def op_time_spread(t: Tables):
 
 
 def buffer_request_gpu_only(t: Tables):
-    """P1.8 on the CPU: the posts' wait=0, warmup=0 experiment shows an Activity Buffer Request on the
-    GPU lane (the profiler's CUDA side, CUPTI, filling its first buffer). A CPU-only trace has no GPU
-    lane, so it has none; what the cold window still shows on the CPU is its first step."""
+    """CPU, ``wait=0, warmup=0`` (P1.8's experiment): no Activity Buffer Request, because it is a GPU-lane event
+    (CUPTI filling its first buffer); what the cold window shows on the CPU instead (its first step, or that it is
+    not cold)."""
     knobs = t.knobs
     if t.has_gpu or knobs is None or knobs.schedule.wait or knobs.schedule.warmup or not is_real_steps(t):
         return None

@@ -9,7 +9,7 @@ from common.report.units import fmt_us, rounded
 
 
 def no_device_lane(t: Tables):
-    """A trace with no kernel, memcpy or memset events: CPU only. Every CPU-side rule still runs."""
+    """A trace with no kernel, memcpy or memset: CPU only; every CPU-side rule still runs."""
     if t.has_gpu:
         return None
     return Finding("no_device_lane", "no device lane: the trace holds no kernel/memcpy/memset events (a CPU-only "
@@ -19,7 +19,7 @@ def no_device_lane(t: Tables):
 
 
 def no_steps(t: Tables):
-    """No ProfilerStep#N in the trace: analysed as one window spanning all events."""
+    """No ``ProfilerStep#N``: analysed as one window spanning all events."""
     if t.model.window_source == "ProfilerStep":
         return None
     return Finding("no_steps", f"no ProfilerStep in the trace: analysed as one window of {fmt_us(t.window_us)} "
