@@ -21,7 +21,7 @@ from common.report.render.json import to_json
 from common.report.rules.registry import run_rules
 
 MODEL_STEPS = ("drop_impossible", "drop_impossible_shapes", "_host_steps", "_cpu_lane", "_device_lane", "_memory_lane",
-               "drop_implausible_memory")
+               "drop_impossible_memory")
 TABLE_STEPS = ("gpu_union", "align_steps", "step_breakdown", "step_rows", "op_table", "phase_table", "build_roofline",
                "numbers_of", "category_table", "kernel_table", "_cpu_work", "compile_frames", "kernel_sources",
                "memory_of", "regime_of", "launched_outside", "overhead_facts", "timeline_facts", "first_step_facts",

@@ -434,3 +434,11 @@ def test_a_lead_inside_the_step_noise_names_no_straggler(tmp_path):
     write_html(*analyze(paths[0]), tmp_path / "rank0.html", job_verdict=job_verdict(paths))
     shown = verdicts_under((tmp_path / "rank0.html").read_text(), "breakdown")["straggler"]
     assert shown == _straggler_line(text) == "straggler: cannot tell: " + job["straggler_cannot_tell"]
+
+
+def test_gpu_job_text_says_each_collectives_size(tmp_path):
+    """The job's text report writes a collective's size per step with the report's decimal byte unit."""
+    paths = [gpu_rank(tmp_path / f"job_rank{k}.json", k, nccl_us) for k, nccl_us in ((0, 300.0), (1, 100.0))]
+    out = run_module("common.report", *paths, env=command_env(COLUMNS="120"))
+    assert out.returncode == 0, out.stderr
+    assert "AllReduce x 1 per step (4.1 kB per step)" in " ".join(out.stdout.split()), out.stdout

@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from conftest import CPU_DTYPE, DATA_TRACES, REPO, event, report_json, run_module, run_script, trace_of, write_trace
+from conftest import (CPU_DTYPE_BYTES, DATA_TRACES, REPO, event, report_json, run_module, run_script, trace_of,
+                      write_trace)
 from test_pictures import BROWSER, _chromium
 
 KINETO = DATA_TRACES / "kineto"
@@ -152,7 +153,7 @@ LLM_RUNS = {
     "static": ("05_llm.py", [*LLM, "--cache", "static"]),
 }
 SCORES = (2, 4, 256, 256)  # conftest's ATTENTION_SMALL: [batch, heads, seq, seq]
-SCORES_BYTES = 2 * 4 * 256 * 256 * 4 if CPU_DTYPE == "fp32" else 2 * 4 * 256 * 256 * 2
+SCORES_BYTES = 2 * 4 * 256 * 256 * CPU_DTYPE_BYTES
 
 
 @pytest.fixture(scope="module")

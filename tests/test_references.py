@@ -1,6 +1,7 @@
 """Every reference the words make resolves against the tree (issue 39): a docstring's or comment's
-``:mod:``, ``:func:``, ``:class:``, ``:meth:``, ``:data:``, ``:attr:`` target, and every code path that a
-docstring, a comment, docs/*.md or README.md names. A module that moves or a name that changes takes its
+``:mod:``, ``:func:``, ``:class:``, ``:meth:``, ``:data:``, ``:attr:`` target, every dotted name such as
+``common.report.units``, and every code path that a docstring, a comment or a Markdown file of the tree (README.md,
+docs/, the benchmarks' and the test data's notes) names. A module that moves or a name that changes takes its
 references with it, or this fails.
 
 **Targets, by Python's rules** (not Sphinx's, which would take ``.x`` as "any name ending in x"):
@@ -20,10 +21,10 @@ The repository's modules are read, not imported (``common.*`` from the root; the
 
 **Code paths**: a word ending in ``.py`` (a ``:LINE`` after it must be a line of the file), or starting with
 ``common/``, ``tests/``, ``benchmarks/`` or ``docs/``, is a file or folder of the tree, found from the folder of
-the file that names it or one of that folder's parents up to the root, or, in docs/ and README.md (which
-speak of the report's stages), from ``common/report/``. A few words name another project's files or a
-placeholder: :data:`NOT_OURS` lists each, with why; a path git ignores (``traces/...``) or a file a run writes
-beside its trace (``<trace>.graph0.py``) is an output.
+the file that names it or one of that folder's parents up to the root, else as the one path of the tree that ends
+with it (``facts/tables.py`` from docs/; a file name two files share must say which folder). A few words name
+another project's files, a placeholder or an output: :data:`NOT_OURS` lists each, with why; a path git
+ignores (``traces/...``) or a file a run writes beside its trace (``<trace>.graph0.py``) is an output.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from conftest import REPO
 TRACKED = [p for p in subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                                      capture_output=True, text=True, check=True).stdout.split() if (REPO / p).exists()]
 PY_FILES = sorted(REPO / p for p in TRACKED if p.endswith(".py"))
-DOC_FILES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+DOC_FILES = sorted(REPO / p for p in TRACKED if p.endswith(".md"))  # README.md, docs/, the benchmarks' and the data's
 SCRIPT_FOLDERS = ("tests", "tests/gpu", "benchmarks")  # each is on sys.path when its files run: files by stem
 
 
@@ -328,7 +329,7 @@ NOT_OURS = {
     "k.py": "the guide's name for a generated kernel's module, copied out to run it (docs/compiled-kernels.md)",
     "torch/_inductor/runtime/triton_heuristics.py": "torch's own file",
     "heuristics/triton_codegen/pointwise.py": "torch's own file (Inductor's heuristics)",
-    "benchmarks/data/": "bench_report.py's output (git-ignored)",
+    "benchmarks/data/": "the benchmarks' output (git-ignored): it and what is under it",
 }
 PATH = re.compile(r"(?<![\w./<>*-])((?:common|tests|benchmarks|docs)/[\w./<>*-]*[\w/*>]|[\w./<>*-]*\w\.py)(?::(\d+))?(?!\w)")
 IN_TREE = {Path(p) for p in TRACKED} | {parent for p in TRACKED for parent in Path(p).parents}
@@ -365,7 +366,7 @@ def in_tree(path: str, named_in: Path) -> list[Path]:
 
 
 def path_resolves(path: str, line: int | None, named_in: Path) -> bool:
-    if path in NOT_OURS:
+    if path in NOT_OURS or any(path.startswith(folder) for folder in NOT_OURS if folder.endswith("/")):
         return True
     if path.startswith(".") or path.rpartition("/")[2].startswith("<"):  # ".graph1.py", "<trace>.graph0.py": a
         return True  # suffix, or a file a run writes beside its trace, named after it

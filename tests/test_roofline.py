@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIG_SIZE, CPU_DTYPE, CPU_DTYPE_EMULATED, command_env, report_json, run_module, trace_of
+from conftest import (BIG_SIZE, CPU_DTYPE, CPU_DTYPE_BYTES, CPU_DTYPE_EMULATED, command_env, report_json, run_module,
+                      trace_of)
 from gpu_synth import H100_COPY, matmul_add
 from h100 import h100_trace
 from test_pictures import BROWSER, _chromium
@@ -131,8 +132,8 @@ def test_cpu_steps_rate_rises_with_size(runs):
     # the steps' rate rises with the size, where the dtype runs at speed (an emulated bf16 matmul of 512 computes
     # slower per FLOP than one of 64: 0.6 against 2.4 GFLOP/s)
     assert b_step > s_step or CPU_DTYPE_EMULATED, (s_op, s_step, b_op, b_step)
-    size = {"bf16": 2, "fp16": 2, "fp32": 4}[CPU_DTYPE]
-    assert small["rows"][0]["dtype"] == CPU_DTYPE and small["rows"][0]["bytes"] == 3 * 64 * 64 * size  # x, w, out
+    row = small["rows"][0]
+    assert row["dtype"] == CPU_DTYPE and row["bytes"] == 3 * 64 * 64 * CPU_DTYPE_BYTES  # x, w, out
     text = run_module("common.report", trace_of(runs["01_warm"]), env=command_env(COLUMNS="120")).stdout
     assert re.search(r"GEMMs +mm ", text)  # the count's GEMMs, by op (their shapes: the finding and the JSON)
 

@@ -374,3 +374,50 @@ def test_args_names_lessons_in_its_help_examples_only():
     path = REPO / "common" / "report" / "cli" / "args.py"
     hits = lesson_names_in_code(path)
     assert all("uv run -m common.report" in hit for hit in hits), hits
+
+
+def inflected_pairs(stems) -> list[tuple[str, str]]:
+    """Module names where one is the other with a few letters more: one word in two forms (read, reader;
+    guess, guessed), which says two modules hold one idea, or two ideas share a name."""
+    return sorted((a, b) for a in set(stems) for b in set(stems)
+                  if a != b and b.startswith(a) and b[len(a):].isalpha() and len(b) - len(a) <= 3)
+
+
+def test_no_two_modules_are_one_word_in_two_forms():
+    """Issue 39: a loader module named ``read`` beside one named ``reader``, the guess's facts in ``guessed`` beside
+    the rules' ``guess``. The
+    same name in several stage folders is one theme through the stages (``facts/guess.py``, ``rules/guess.py``,
+    ``render/guess.py``) and fine."""
+    assert inflected_pairs(["read", "reader", "guess", "guessed", "memory", "memory_ops"]) == \
+        [("guess", "guessed"), ("read", "reader")]
+    assert not inflected_pairs(p.stem for p in COMMON.rglob("*.py"))
+
+
+SCALED_BYTES = re.compile(r"^\s*[kMGTP]i?B\b(?!/)")  # a size written with a unit prefix: kB, MB, GiB (not GB/s)
+
+
+def inline_byte_formats(path) -> list[str]:
+    """Each f-string of a module that writes a number followed by a prefixed byte unit (``f"{b / 1e6:.1f} MB"``):
+    a byte formatter of its own."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            pairs = zip(node.values, node.values[1:])
+            out += [f"{path.name}:{node.lineno}: {ast.unparse(node)}" for a, b in pairs
+                    if isinstance(a, ast.FormattedValue) and isinstance(b, ast.Constant) and SCALED_BYTES.match(b.value)
+                    and "named" not in ast.unparse(a)]
+    return out
+
+
+def test_the_report_writes_bytes_with_its_formatters():
+    """Issue 39: one formatter per unit, named for it (units.fmt_bytes_decimal, fmt_bytes_binary, fmt_bytes_exact);
+    no module writes a size in MB or GiB its own way (the size a device's name says, "80 GB", is quoted, not
+    formatted)."""
+    found = [hit for p in REPORT.rglob("*.py") if p.name != "units.py" for hit in inline_byte_formats(p)]
+    found += [f"{p.name}: def {n.name}" for p in REPORT.rglob("*.py") if p.name != "units.py"
+              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and "bytes" in n.name
+              and n.name.startswith(("fmt", "_fmt"))]
+    assert not found, found
+    units = ast.parse((REPORT / "units.py").read_text())
+    formatters = sorted(n.name for n in units.body if isinstance(n, ast.FunctionDef) and "bytes" in n.name)
+    assert formatters == ["fmt_bytes_binary", "fmt_bytes_decimal", "fmt_bytes_exact"]

@@ -1,4 +1,5 @@
-"""How the roofline's numbers are written: FLOPs, bytes, FLOP/s and bytes/s with a unit that suits them."""
+"""How the roofline's numbers are written: FLOPs, FLOP/s and bytes/s with a unit that suits them (sizes in bytes:
+:mod:`.units`)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,6 @@ def fmt_flops(x: Optional[float]) -> str:
         return "n/a"
     return _scaled(float(x), ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"),
                               (1.0, "FLOP")))
-
-
-def fmt_bytes(x: Optional[float]) -> str:
-    """Bytes, decimal units (as bandwidths are): ``100 MB``, ``24.6 kB``."""
-    if x is None:
-        return "n/a"
-    return _scaled(float(x), ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
 
 
 def fmt_tflops(x: Optional[float]) -> str:

@@ -15,14 +15,13 @@ from common.errors import fail
 from common.report.cli.args import DEFAULT_TOP
 from common.report.load.inputs import STDIN, shorten
 from common.report.pipeline import analyze, steps_of
+from common.report.units import fmt_bytes_decimal
 
 GLANCE_SUFFIXES = (".json", ".json.gz")  # what --glance reads under a folder
 
 
 def write_pictures(args: argparse.Namespace, tables, findings, compared=None) -> None:
     """The HTML page and the annotated trace, when asked for; each says what it wrote (on stderr)."""
-    from rich.filesize import decimal
-
     copy = None
     if args.annotate is not None:  # read and checked first: a trace it cannot copy leaves no page behind either
         from common.report.render.annotate import annotated_copy
@@ -38,7 +37,7 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
             from common.report.render.html import write_html
 
             size = write_html(tables, findings, args.html, flag="--html", timeline_trace=args.annotate)
-        print(f"wrote {display_path(args.html)} ({decimal(size)} page)", file=sys.stderr)
+        print(f"wrote {display_path(args.html)} ({fmt_bytes_decimal(size)} page)", file=sys.stderr)
     if copy is not None:
         slices = copy.write()
         print(f"wrote {display_path(args.annotate)} (the trace with {slices} finding slices on a Findings track)",
@@ -55,9 +54,7 @@ def write_json(obj, dest: str | None) -> None:
         output.write_stdout(data)
         return
     output.write_file(dest, data, flag="-o", what="the JSON")
-    from rich.filesize import decimal
-
-    print(f"wrote {display_path(dest)} ({decimal(len(data))} of JSON)")
+    print(f"wrote {display_path(dest)} ({fmt_bytes_decimal(len(data))} of JSON)")
 
 
 def job(args: argparse.Namespace, paths: list) -> int:

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from common.report.model.build import KERNEL, MEMCPY, MEMSET, Model
-from common.report.units import fmt_bytes
+from common.report.units import fmt_bytes_decimal
 
 SHOWN = 3  # CPU events named, longest overlap first
 
@@ -126,7 +126,7 @@ def gap_cause(m: Model, start: float, end: float, index: Optional[GapIndex] = No
 def work_of(m: Model, k: int) -> str:
     """Device event ``k`` as what it is: ``a kernel``, ``a memset (4 B)``, ``a memcpy (Memcpy DtoD, 16.8 MB)``."""
     kind, nbytes = int(m.dev.kind[k]), float(m.dev.bytes[k])
-    size = fmt_bytes(nbytes) if np.isfinite(nbytes) and nbytes > 0 else ""
+    size = fmt_bytes_decimal(nbytes) if np.isfinite(nbytes) and nbytes > 0 else ""
     if kind == MEMSET:
         return f"a memset ({size})" if size else "a memset"
     if kind == MEMCPY:

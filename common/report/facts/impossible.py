@@ -1,6 +1,6 @@
 """Rates that cannot be true are never a result: the roofline's numbers held to what a device can do (the
 facts stage's check of its own :class:`~.roofline.Roofline`; the model stage drops the impossible input values
-themselves: :mod:`~common.report.model.plausible`).
+themselves: :mod:`~common.report.model.impossible`).
 
 The roofline (:mod:`.roofline`) divides FLOPs and bytes, read from ``record_shapes``' ``Input Dims``
 or the lesson's knobs, by times read from the trace. A trace can hold anything, so the quotient can

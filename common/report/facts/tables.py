@@ -19,7 +19,7 @@ from common.guess import Guess
 from common.report.facts.calls import call_work
 from common.report.facts.compile import CompileFrames, GraphLaunches, compile_frames, graph_launches
 from common.report.facts.cpu_work import CpuWork, split_cpu_work
-from common.report.facts.guessed import GuessCheck, check_guess
+from common.report.facts.guess import GuessCheck, check_guess
 from common.report.facts.header import gpu_of_trace, header_of
 from common.report.facts.kernel_sources import kernel_sources
 from common.report.facts.kernels import category_table, kernel_table
@@ -74,7 +74,7 @@ class Tables(RunSteps):
     compile: Optional[CompileFrames]  # torch.compile's frames (:mod:`.compile`)
     graph_launches: Optional[GraphLaunches]  # CUDA graph launches and the kernels they replayed (:mod:`.compile`)
     kernel_sources: dict  # {Triton kernel: its launch call and op} (:mod:`.kernel_sources`)
-    guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guessed`)
+    guess: Optional[GuessCheck]  # the lesson's guess against the typical annotated call (:mod:`.guess`)
     memory: Optional[Memory]  # from the [memory] events (:mod:`.memory`); None without them
     roofline: Optional[Roofline]  # GEMMs and attention against the device's peaks (:mod:`.roofline`)
     regime: Optional[Regime]  # who sets the pace (host or device) and what bounds the kernels (:mod:`.regime`)

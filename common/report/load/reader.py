@@ -8,7 +8,7 @@ UTF-8 byte-order mark. Anything else (a device such as ``/dev/zero``, a FIFO, a 
 is not JSON, JSON nested deeper than Python can follow) ends in :class:`common.errors.BadInput`
 with one line that says why; nothing here waits on a writer or reads without bound.
 
-The modules: :mod:`.read` (bytes, gzip), :mod:`.events` (the structs events decode into),
+The modules: :mod:`.file_bytes` (bytes, gzip), :mod:`.events` (the structs events decode into),
 :mod:`.lenient` (the slow path and the error lines), :mod:`.slices` (a big text a slice at a time, in one
 process or two), :mod:`.columns` (structs -> numpy columns). This one puts them together, reads the
 trace-level metadata and the run's knobs, and drops the structs before the model is built.
@@ -43,7 +43,7 @@ from common.report.load.columns import Columns, extract
 from common.report.load.events import Schema, complete_events, memory_events
 from common.report.load.inputs import DEFAULT_MAX_BYTES, shorten
 from common.report.load.lenient import json_error, lenient_decode
-from common.report.load.read import read_bytes, start_of_json
+from common.report.load.file_bytes import read_bytes, start_of_json
 from common.report.load.heap import keep_freed_memory
 from common.report.load.slices import load_sliced
 

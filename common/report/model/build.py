@@ -1,7 +1,7 @@
 """Model: steps, the CPU call tree, the device lanes, kernel <-> launch correlation.
 
 :func:`build` makes it from the loaded columns in named steps: impossible values out
-(:mod:`.plausible`), the host steps and the window, the CPU lane with its call tree, the device
+(:mod:`.impossible`), the host steps and the window, the CPU lane with its call tree, the device
 lane with each event's launch, op and category. Then :mod:`~common.report.facts.tables` computes, once, every number
 the rules and renderers read (:func:`common.report.tables_of` runs load, model and tables). The
 model holds numpy columns (``m.cpu.ts``, ``m.dev.name``: :mod:`.lanes`), so no Python loop runs per event.
@@ -28,8 +28,8 @@ from common.report.load.inputs import shorten
 from common.report.model.lanes import CpuLane, DeviceLane, MemoryLane
 from common.report.model.lane_order import lane_order
 from common.report.load.reader import Loaded
-from common.report.model.memory_plausible import drop_implausible_memory
-from common.report.model.plausible import drop_impossible, drop_impossible_shapes, sane_device_properties
+from common.report.model.impossible import (drop_impossible, drop_impossible_memory, drop_impossible_shapes,
+                                            sane_device_properties)
 
 
 # CPU event kinds (``m.cpu.kind``)
@@ -131,7 +131,7 @@ def build(loaded: Loaded) -> Model:
     cpu, tree_notes = _cpu_lane(columns, t0, steps)
     devices, device_notes = _devices(loaded.meta)
     dev = _device_lane(columns, t0, cpu, steps, devices)
-    mem, memory_notes = drop_implausible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu),
+    mem, memory_notes = drop_impossible_memory(_memory_lane(columns.memory, columns.memory_tids, t0, cpu),
                                                 devices, t0)
     names = tuple(columns.names)
     gpu_annotations = tuple((n, ts - t0, dur) for n, ts, dur in columns.gpu_annotations)

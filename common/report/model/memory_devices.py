@@ -15,6 +15,8 @@ import re
 
 import numpy as np
 
+from common.report.units import fmt_bytes_binary
+
 CPU, GPU = 0, 1  # the profiler's DeviceType
 MAX_GPU_INDEX = (1 << 16) - 1
 MAX_ADDRESSABLE_BYTES = 1 << 48  # 256 TiB: all a 48-bit virtual address space (today's CPUs and GPUs) can map
@@ -55,5 +57,5 @@ def device_capacity(name: str, devices: dict) -> tuple[int, str]:
     if said is not None and (total is None or total > said * 1.1):  # the name's size, with room for GB vs GiB
         return int(said * 1.1), f"the {named[1]} GB its name says ({props['name']})"
     if total is not None and total <= LARGEST_GPU_BYTES:
-        return total, f"the {total / (1 << 30):,.1f} GiB its deviceProperties give {name} (totalGlobalMem)"
+        return total, f"the {fmt_bytes_binary(total)} its deviceProperties give {name} (totalGlobalMem)"
     return LARGEST_GPU_BYTES, "the 288 GB the largest GPU made holds (no deviceProperties of it say a size that can be)"

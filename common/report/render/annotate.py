@@ -57,9 +57,9 @@ def memory_counter_events(t: Tables) -> list[dict]:
 
 
 def _read_text(path: Path) -> bytes:
-    """The trace's JSON text as the report read it (:func:`common.report.load.read.read_bytes`: gzip by its
+    """The trace's JSON text as the report read it (:func:`common.report.load.file_bytes.read_bytes`: gzip by its
     magic, what follows the last gzip member ignored, decompressed no further than the report's limit)."""
-    from common.report.load.read import read_bytes
+    from common.report.load.file_bytes import read_bytes
 
     data, _ = read_bytes(path)
     return data if isinstance(data, (bytes, bytearray)) else bytes(data)

@@ -1,15 +1,15 @@
 """The guess-against-what-ran table ("guess first, then look", Part 3), for the terminal.
 
-It reads the :class:`~common.report.facts.guessed.GuessCheck` the tables hold and prints one row per
+It reads the :class:`~common.report.facts.guess.GuessCheck` the tables hold and prints one row per
 item, mismatches first; it computes nothing.
 """
 
 from __future__ import annotations
 
-from common.report.facts.guessed import AS_GUESSED, MISSING
+from common.report.facts.guess import AS_GUESSED, MISSING
 from common.report.model.names import short_name
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes
+from common.report.units import fmt_bytes_decimal
 
 MARKS = {MISSING: "[red]✗ missing[/]", AS_GUESSED: "[green]✓ as guessed[/]"}
 NOT_GUESSED_MARK = "[yellow]+ not guessed[/]"
@@ -47,6 +47,6 @@ def guess_table(t: Tables):
 def _ran(seen) -> str:
     """What ran, named as what it is: a kernel or copy with its op, a memset as a memset."""
     if seen.is_memset:
-        size = f", {fmt_bytes(seen.bytes)}" if seen.bytes is not None else ""
+        size = f", {fmt_bytes_decimal(seen.bytes)}" if seen.bytes is not None else ""
         return f"memset{size} ({seen.kernel}, by {seen.op or 'no op'})"
     return f"{short_name(seen.kernel, KERNEL_SHOWN)} (by {seen.op or 'no op'})" if seen.kernel else seen.op

@@ -181,13 +181,13 @@ def memory_plot(t: Tables) -> Plot | None:
     if t.memory is None:
         return None
     from common.report.render.plots import memory_curve
-    from common.report.render.memory import fmt_bytes
+    from common.report.units import fmt_bytes_binary
 
     reconstructed = any(d.totals == "reconstructed" for d in t.memory.devices)
     return memory_curve("memory-curve", "memory allocated over time" + (
         " (above the level at the profiler's start: the trace records no totals)" if reconstructed else ""),
         {d.device: list(d.curve) for d in t.memory.devices},
-        {d.device: (d.peak_at_us, d.peak_allocated_bytes, f"peak {fmt_bytes(d.peak_allocated_bytes)}")
+        {d.device: (d.peak_at_us, d.peak_allocated_bytes, f"peak {fmt_bytes_binary(d.peak_allocated_bytes)}")
          for d in t.memory.devices})
 
 

@@ -17,15 +17,9 @@ from rich.table import Table
 
 from common.commands import display_path, uv_run
 from common.report.job.result import JobReport, RankSummary
-from common.report.units import fmt_us, json_ready
+from common.report.units import fmt_bytes_decimal, fmt_us, json_ready
 
 STEP_TABLE_MAX_RANKS = 4  # the per-step table's cells hold two numbers: 4 ranks fit 80 columns
-
-
-def _bytes(n) -> str:
-    from rich.filesize import decimal
-
-    return decimal(int(n))
 
 
 def header(job: JobReport) -> str:
@@ -104,7 +98,7 @@ def collective_lines(r: RankSummary) -> list[str]:
     """Per collective name: how many per step, and their size (a range when steps differ)."""
     out = []
     for c in r.collective_ranges:
-        size = _range(c.bytes_low, c.bytes_high, _bytes) if c.bytes_low is not None else ""
+        size = _range(c.bytes_low, c.bytes_high, fmt_bytes_decimal) if c.bytes_low is not None else ""
         out.append(f"{escape(c.name)} x {_range(c.count_low, c.count_high)} per step"
                    + (f" ({size} per step)" if size else ""))
     return out

@@ -8,21 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from common.report.model.memory_plausible import LEFT_OUT
+from common.report.model.impossible import LEFT_OUT
 from common.report.facts.tables import Tables
+from common.report.units import fmt_bytes_binary
 
 OP_ROWS = 8
-
-
-def fmt_bytes(n) -> str:
-    """Bytes in binary units: 512 B, 128.0 KiB, 2.60 GiB."""
-    if n is None:
-        return "-"
-    sign, n = ("-" if n < 0 else ""), abs(float(n))
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{sign}{n / scale:,.{2 if unit == 'GiB' else 1}f} {unit}"
-    return f"{sign}{n:,.0f} B"
 
 
 def memory_json(t: Tables):
@@ -37,20 +27,20 @@ def memory_json(t: Tables):
 def device_line(d) -> str:
     reconstructed = " (above the level at the profiler's start: this trace records no totals)" \
         if d.totals == "reconstructed" else ""
-    reserved = f", peak reserved {fmt_bytes(d.peak_reserved_bytes)}" if d.peak_reserved_bytes else ""
-    live = (f"; {d.live_at_window_end:,} of the window's allocations ({fmt_bytes(d.live_at_window_end_bytes)}) "
+    reserved = f", peak reserved {fmt_bytes_binary(d.peak_reserved_bytes)}" if d.peak_reserved_bytes else ""
+    live = (f"; {d.live_at_window_end:,} of the window's allocations ({fmt_bytes_binary(d.live_at_window_end_bytes)}) "
             "still live at its end") if d.live_at_window_end is not None else ""
-    return (f"{d.device}: peak allocated {fmt_bytes(d.peak_allocated_bytes)}{reconstructed}{reserved}; in the window "
-            f"{d.allocations_in_window:,} allocations ({fmt_bytes(d.allocated_bytes_in_window)}), "
-            f"{d.frees_in_window:,} frees ({fmt_bytes(d.freed_bytes_in_window)}){live}")
+    return (f"{d.device}: peak allocated {fmt_bytes_binary(d.peak_allocated_bytes)}{reconstructed}{reserved}; in the window "
+            f"{d.allocations_in_window:,} allocations ({fmt_bytes_binary(d.allocated_bytes_in_window)}), "
+            f"{d.frees_in_window:,} frees ({fmt_bytes_binary(d.freed_bytes_in_window)}){live}")
 
 
 def short_line(t: Tables) -> str:
     """The short report's one line: each device's peak and the window's allocations; where the memory view was
-    left out for an impossible number (:mod:`~common.report.model.memory_plausible`), the note that says so ("" without either)."""
+    left out for an impossible number (:mod:`~common.report.model.impossible`), the note that says so ("" without either)."""
     if t.memory is None:
         return next((n for n in t.model.notes if n.startswith(LEFT_OUT)), "")
-    return "memory: " + "; ".join(f"{d.device} peak {fmt_bytes(d.peak_allocated_bytes)}"
+    return "memory: " + "; ".join(f"{d.device} peak {fmt_bytes_binary(d.peak_allocated_bytes)}"
                                   f"{' (reconstructed)' if d.totals == 'reconstructed' else ''}, "
                                   f"{d.allocations_in_window:,} allocations in the window" for d in t.memory.devices)
 
@@ -67,9 +57,9 @@ def render_memory(t: Tables, console) -> None:
     for d in mem.devices:
         console.print(f"  {escape(device_line(d))}")
     for a in mem.annotations[:6]:
-        console.print(f"  {escape(a.name)} on {a.device}: {fmt_bytes(a.allocated_bytes_per_call)} allocated per call "
-                      f"({a.allocations_per_call:,.1f} allocations, largest {fmt_bytes(a.largest_allocation_bytes)}), "
-                      f"net {fmt_bytes(a.net_bytes_per_call)}")
+        console.print(f"  {escape(a.name)} on {a.device}: {fmt_bytes_binary(a.allocated_bytes_per_call)} allocated per call "
+                      f"({a.allocations_per_call:,.1f} allocations, largest {fmt_bytes_binary(a.largest_allocation_bytes)}), "
+                      f"net {fmt_bytes_binary(a.net_bytes_per_call)}")
     if mem.ops:
         several = len({r.device for r in mem.ops}) > 1
         table = Table(title="memory by op (TensorBoard's Memory view)",
@@ -78,8 +68,8 @@ def render_memory(t: Tables, console) -> None:
             table.add_column(col, justify="left" if col in ("device", "op") else "right", overflow="fold")
         for r in mem.ops[:OP_ROWS]:
             table.add_row(*(r.device,) * several, escape(r.name[:40]), f"{r.calls:,}",
-                          fmt_bytes(r.self_size_increase_bytes), fmt_bytes(r.size_increase_bytes),
-                          fmt_bytes(r.self_allocation_bytes), fmt_bytes(r.allocation_bytes))
+                          fmt_bytes_binary(r.self_size_increase_bytes), fmt_bytes_binary(r.size_increase_bytes),
+                          fmt_bytes_binary(r.self_allocation_bytes), fmt_bytes_binary(r.allocation_bytes))
         if len(mem.ops) > OP_ROWS:
             table.caption = f"{len(mem.ops) - OP_ROWS} more rows and the allocation counts in --json"
         console.print(table)

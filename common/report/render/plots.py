@@ -18,6 +18,8 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 
+from common.report.units import BINARY_UNITS
+
 BARS_MAX = 120  # steps drawn as bars, one each; past this, stacked areas
 HOVER_VALUES = 50  # per-step values listed in a hover title
 WIDTH_IN = 7.5  # inches at 96 dpi: about 720 px, a laptop screen's column
@@ -229,8 +231,7 @@ def memory_curve(plot_id: str, title: str, curves: dict[str, list[tuple[float, i
     plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
     top = max((b for points in curves.values() for _, b in points), default=0)
-    scale, unit = next(((s, u) for s, u in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")) if top >= s),
-                       (1, "B"))
+    scale, unit = next(((s, u) for u, s in BINARY_UNITS if top >= s), (1, "B"))
     t_scale, t_unit = _ms_or_us([t for points in curves.values() for t, _ in points])
     titles = {}
     for i, (device, points) in enumerate(curves.items()):

@@ -13,7 +13,7 @@ from common.report.render.memory import render_memory, short_line
 from common.report.facts.tables import Tables
 from common.report.render.guess import guess_table
 from common.report.findings import Finding
-from common.report.units import fmt_us
+from common.report.units import fmt_bytes_decimal, fmt_us
 
 
 def _version(k: str, v) -> str:
@@ -24,10 +24,9 @@ def _version(k: str, v) -> str:
 
 def header_facts(t: Tables) -> list[str]:
     """The header in plain text, after the trace's path: sizes, device, versions, job, steps."""
-    from rich.filesize import decimal
-
     h = t.header
-    lines = [f"{decimal(t.model.file_bytes)} on disk, {decimal(t.model.size_bytes)} of JSON, {t.model.n_events:,} events"]
+    lines = [f"{fmt_bytes_decimal(t.model.file_bytes)} on disk, {fmt_bytes_decimal(t.model.size_bytes)} of JSON, "
+             f"{t.model.n_events:,} events"]
     if h.device is not None:
         lines.append(f"device: {h.device}")
     vs = [f"{k.replace('_version', '').replace('_', ' ')} {_version(k, v)}" for k, v in h.versions.items()

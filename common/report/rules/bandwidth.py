@@ -7,8 +7,8 @@ from common.report.facts.bandwidth import MemoryRate
 from common.report.facts.tables import Tables
 from common.report.findings import Finding
 from common.report.model import names as trace_names
-from common.report.rates import fmt_bytes, fmt_pct
-from common.report.units import fmt_us, rounded
+from common.report.rates import fmt_pct
+from common.report.units import fmt_bytes_decimal, fmt_us, rounded
 
 SHOWN_FROM = 0.05  # a row holding this share of the steps' device time or more is said
 NEAR_PCT = 80.0  # at this share of the bandwidth or more, a pass is as fast as its bytes allow
@@ -32,7 +32,7 @@ def _row(r: MemoryRate) -> str:
     per_call = r.bytes / r.events
     small = ": too little a call to keep the memory busy" if per_call < SMALL_BYTES else ""
     return (f"{name} ({op}{', ' + r.annotation if r.annotation else ''}) {_rate(r.gbs)}{share} "
-            f"({fmt_bytes(per_call)} a call in {fmt_us(r.time_us / r.events)}{small})")
+            f"({fmt_bytes_decimal(per_call, figures=3)} a call in {fmt_us(r.time_us / r.events)}{small})")
 
 
 def memory_bandwidth(t: Tables):
@@ -67,7 +67,7 @@ def _hint(rows: list, bandwidth) -> str:
     """What each kind of row leaves to do: near the bandwidth, fewer passes; far under it, a better kernel;
     small calls, fewer and larger ones."""
     small = [r for r in rows if r.bytes / r.events < SMALL_BYTES]
-    said = [f"{_ops(small)} move under {fmt_bytes(SMALL_BYTES)} a call: their time is each kernel's start and end, "
+    said = [f"{_ops(small)} move under {fmt_bytes_decimal(SMALL_BYTES, figures=3)} a call: their time is each kernel's start and end, "
             "not their bytes: fewer, larger calls"] if small else []
     if not bandwidth:
         return "; ".join(said + ["no memory bandwidth is known for this device: the rates alone"])

@@ -7,7 +7,7 @@ import math
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes, fmt_us
+from common.report.units import fmt_bytes_decimal, fmt_us
 
 
 def hidden_dtod_copy(t: Tables):
@@ -23,7 +23,7 @@ def hidden_dtod_copy(t: Tables):
     if found is None:
         return _no_bias_copy(t)
     b = found.median_bytes
-    size = f", {b / 1e6:.1f} MB" if b else ""
+    size = f", {fmt_bytes_decimal(b)}" if b else ""
     chain = list(found.issued_by)
     via = f" (issued by {' ← '.join(chain[:4])})" if chain else ""
     between = (f" (with {', '.join(_event(*e) for e in found.between)} between)" if found.between else "")
@@ -39,7 +39,7 @@ def hidden_dtod_copy(t: Tables):
 
 def _event(name: str, memset: bool, written: float) -> str:
     if memset:
-        return f"a {fmt_bytes(written)} memset" if math.isfinite(written) else "a memset"
+        return f"a {fmt_bytes_decimal(written)} memset" if math.isfinite(written) else "a memset"
     return trace_names.short_name(name, 40)
 
 

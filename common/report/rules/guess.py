@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 from common.report.model import names as trace_names
-from common.report.facts.guessed import AS_GUESSED, MISSING, NOT_GUESSED
+from common.report.facts.guess import AS_GUESSED, MISSING, NOT_GUESSED
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes
+from common.report.units import fmt_bytes_decimal
 
 
 def seen_name(item, depth: int = 1) -> str:
@@ -16,7 +16,7 @@ def seen_name(item, depth: int = 1) -> str:
     ``depth`` innermost ops around it; a memset as a memset (``a 4 B memset (launched by aten::bmm)``)."""
     what = item.op or "(no op)"
     if item.is_memset:
-        size = f"{fmt_bytes(item.bytes)} " if item.bytes is not None else ""
+        size = f"{fmt_bytes_decimal(item.bytes)} " if item.bytes is not None else ""
         what = f"a {size}memset (launched by {what})"
     elif item.kernel:
         what = f"{trace_names.short_name(item.kernel, 50)} (launched by {what})"

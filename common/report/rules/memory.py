@@ -13,14 +13,11 @@ import numpy as np
 from common.dtypes import ELEMENT_BYTES
 from common.report.facts import knob_work, workload
 from common.report.findings import Finding
+from common.report.units import fmt_bytes_exact
 from common.report.facts.tables import Tables
 
 ROUNDING = 512  # the CUDA caching allocator rounds blocks up to 512 B: a scores block may be that much larger
 MIN_FIT = 0.8  # R² of a per-token trend before the rule calls it one
-
-
-def _b(n: float) -> str:
-    return f"{n:,.0f} B"
 
 
 def attention_scores_memory(t: Tables):
@@ -48,18 +45,19 @@ def attention_scores_memory(t: Tables):
     uses = _score_sized(a, matrix)
     score_sized = sum(u.per_call for _, u in uses)
     copy = next((o.bytes_per_call for o in a.ops if o.name == "aten::masked_fill"), 0.0)
-    head = (f"{a.name} allocates {_b(a.allocated_bytes_per_call)} per forward in {a.allocations_per_call:g} "
-            f"allocations on the {a.device}")
+    head = (f"{a.name} allocates {fmt_bytes_exact(a.allocated_bytes_per_call)} per forward in "
+            f"{a.allocations_per_call:g} allocations on the {a.device}")
     peak = _copy_at_peak(uses)
     if score_sized:
         message = f"{head}: {_score_list(uses, matrix, score_sized)}"
         if copy:
-            message += f"; aten::masked_fill's copy is {_b(copy)} of it per forward"
+            message += f"; aten::masked_fill's copy is {fmt_bytes_exact(copy)} of it per forward"
         hint = (_in_place_hint(peak) if copy else
                 "a fused attention kernel (SDPA's flash backend) never materialises the score matrix")
     else:
-        message = (f"{head}, none as large as a {_shape(matrix)} {matrix.dtype} score matrix ({_b(matrix.bytes)}): "
-                   f"the largest is {_b(a.largest_allocation_bytes)}; the scores are never materialised")
+        message = (f"{head}, none as large as a {_shape(matrix)} {matrix.dtype} score matrix "
+                   f"({fmt_bytes_exact(matrix.bytes)}): the largest is {fmt_bytes_exact(a.largest_allocation_bytes)}; "
+                   "the scores are never materialised")
         hint = ""
     return Finding("attention_scores_memory", message, hint, dict(
         annotation=a.name, device=a.device, allocated_bytes_per_call=a.allocated_bytes_per_call,
@@ -104,10 +102,10 @@ def _score_list(uses: list, matrix, total: float) -> str:
     where = f" (inside {', '.join(inside)})" if inside else ""
     if len(uses) == 1:
         (dtype, u), = uses
-        return (f"{total:g} of them the size of a {_shape(matrix)} {dtype} score matrix ({_b(u.bytes)}): "
+        return (f"{total:g} of them the size of a {_shape(matrix)} {dtype} score matrix ({fmt_bytes_exact(u.bytes)}): "
                 f"{names(u)}{where}")
-    parts = ", ".join(f"{u.per_call:g} in {dtype} ({_b(u.bytes)}{' each' if u.per_call != 1 else ''}: {names(u)})"
-                      for dtype, u in uses)
+    parts = ", ".join(f"{u.per_call:g} in {dtype} ({fmt_bytes_exact(u.bytes)}{' each' if u.per_call != 1 else ''}: "
+                      f"{names(u)})" for dtype, u in uses)
     return f"{total:g} of them the size of a {_shape(matrix)} score matrix: {parts}{where}"
 
 
@@ -159,16 +157,19 @@ def kv_cache_growth(t: Tables):
                     live_growth_per_token=live_slope, allocated_fit=alloc_fit, live_fit=live_fit)
     flat = abs(alloc_slope) * len(set(a.step_of_calls)) * a.calls < 0.01 * a.allocated_bytes_per_call
     if alloc_slope > 0 and alloc_fit >= MIN_FIT:
-        live = f"; the memory live after each decode rises by {_b(live_slope)} per token" if live_slope else ""
-        return Finding("kv_cache_growth", f"each decode allocates {_b(alloc_slope)} more than the one before "
-                       f"({_b(min(a.allocated_bytes_of_calls))} to {_b(max(a.allocated_bytes_of_calls))} per decode "
+        live = (f"; the memory live after each decode rises by {fmt_bytes_exact(live_slope)} per token"
+                if live_slope else "")
+        low, high = min(a.allocated_bytes_of_calls), max(a.allocated_bytes_of_calls)
+        return Finding("kv_cache_growth", f"each decode allocates {fmt_bytes_exact(alloc_slope)} more than the one "
+                       f"before ({fmt_bytes_exact(low)} to {fmt_bytes_exact(high)} per decode "
                        f"on the {a.device}){live}: a cache that grows with every token (concatenated)",
                        f"a static cache ({_static_flag(t)}) is allocated once, before the decodes, and "
                        "written in place", evidence | dict(verdict="grows"))
     if flat:
-        live = f"; the memory live after each decode changes by {_b(live_slope)} per token" if live_slope is not None else ""
-        return Finding("kv_cache_growth", f"every decode allocates the same {_b(a.allocated_bytes_per_call)} on the "
-                       f"{a.device} ({alloc_slope:+,.0f} B per token){live}: no cache grows in the decodes (a "
+        live = (f"; the memory live after each decode changes by {fmt_bytes_exact(live_slope)} per token"
+                if live_slope is not None else "")
+        return Finding("kv_cache_growth", f"every decode allocates the same "
+                       f"{fmt_bytes_exact(a.allocated_bytes_per_call)} on the {a.device} ({alloc_slope:+,.0f} B per token){live}: no cache grows in the decodes (a "
                        "preallocated cache is written in place)", "", evidence | dict(verdict="flat"))
     return Finding("kv_cache_growth", f"cannot tell whether a cache grows: the allocations per decode change by "
                    f"{alloc_slope:+,.0f} B per token, with no steady trend (R² {alloc_fit:.2f})", "",

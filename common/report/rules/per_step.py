@@ -9,7 +9,7 @@ from common.report.model.build import PYTHON
 from common.report.rules.judge import first_step, steady_work
 from common.report.facts.steadiness import COLD, PROFILER
 from common.report.facts.tables import Tables
-from common.report.units import fmt_us
+from common.report.units import fmt_bytes_decimal, fmt_us
 
 
 def ops_per_call(ops, n: int = 3, t: Tables | None = None) -> str:
@@ -41,7 +41,7 @@ def around(t: Tables) -> str:
                                          if (t.model.cpu.kind == PYTHON).any() else "")
     freed = w.median_freed_in_stretches
     what = ("Python between ops, or freeing large tensors: --profile-memory shows the frees" if freed != freed else
-            f"{freed / 1e6:,.0f} MB freed in them: releasing memory" if freed > 0 else "no memory freed in them")
+            f"{fmt_bytes_decimal(freed)} freed in them: releasing memory" if freed > 0 else "no memory freed in them")
     return (f"mostly not dispatch: no op runs for {fmt_us(w.median_no_op_us)} a step, in stretches up to "
             f"{fmt_us(w.median_longest_no_op_us)} ({what})")
 

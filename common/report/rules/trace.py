@@ -5,7 +5,7 @@ from __future__ import annotations
 from common.paths import LARGE_TRACE_BYTES
 from common.report.findings import Finding
 from common.report.facts.tables import Tables
-from common.report.units import fmt_us, rounded
+from common.report.units import fmt_bytes_decimal, fmt_us, rounded
 
 
 def no_device_lane(t: Tables):
@@ -31,7 +31,7 @@ def large_trace(t: Tables):
     """A trace over ~500 MB: Perfetto and TensorBoard render it slowly; profile fewer active steps."""
     if t.model.size_bytes <= LARGE_TRACE_BYTES:
         return None
-    return Finding("large_trace", f"the trace is {t.model.size_bytes / 1e6:,.0f} MB of JSON "
+    return Finding("large_trace", f"the trace is {fmt_bytes_decimal(t.model.size_bytes)} of JSON "
                    f"({t.model.n_events:,} events): Perfetto and TensorBoard open files this big slowly",
                    "profile fewer active steps (schedule active=1..3) or record fewer details (record_shapes, with_stack)",
                    dict(bytes=t.model.size_bytes, events=t.model.n_events), level="note")
