@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from common.errors import fail
+from common.checks import positive_int
 
 ANNOTATION_NAIVE = "attn_fwd"  # the post's name for the hand-written forward (04_a, 04_b)
 # SDPA's backends as torch.nn.attention.SDPBackend names them; "auto" lets SDPA choose
@@ -21,8 +22,6 @@ CPU_BACKENDS = ("auto", "math", "flash")  # what exists on the CPU: efficient an
 
 def add_shape_flags(cli: argparse.ArgumentParser) -> None:
     """--batch --heads --seq --head_dim (each also hyphenated), the post's defaults."""
-    from common.checks import positive_int
-
     cli.add_argument("--batch", type=positive_int, default=8, help="sequences per batch (default: 8)")
     cli.add_argument("--heads", type=positive_int, default=16, help="attention heads (default: 16)")
     cli.add_argument("--seq", type=positive_int, default=1024, help="tokens per sequence (default: 1024)")
@@ -63,7 +62,7 @@ def check_backend(backend: str, device, q, k, v) -> None:
     these inputs (dtype, head size, compute capability)."""
     if backend == "auto" or device.type == "cpu":
         return
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     can_use = {"flash": "can_use_flash_attention", "efficient": "can_use_efficient_attention",
                "cudnn": "can_use_cudnn_attention"}.get(backend)

@@ -24,6 +24,9 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from common.errors import fail
+from common.paths import DTYPES
+
 DEFAULT_THREADS = 1
 EMULATED_SLOWDOWN = 4.0  # a dtype whose matmul runs this many times slower than fp32 is emulated here
 PROBE_SIZE = 128  # the probe's square matmul: big enough to measure (0.1 ms in fp32), about 2 ms when emulated
@@ -49,7 +52,7 @@ class CpuChoice:
 
 
 def pin_threads(requested: Optional[int]) -> int:
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     threads = requested or DEFAULT_THREADS
     torch.set_num_threads(threads)
@@ -58,7 +61,7 @@ def pin_threads(requested: Optional[int]) -> int:
 
 def matmul_slowdown(name: str) -> float:
     """How many times longer a square matmul takes in ``name`` (bf16, fp16) than in fp32, on this CPU now."""
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     def fastest(dtype) -> float:
         a = torch.randn(PROBE_SIZE, PROBE_SIZE).to(dtype)
@@ -77,9 +80,6 @@ def matmul_slowdown(name: str) -> float:
 
 def env_dtype() -> Optional[str]:
     """The dtype ``LESSONS_CPU_DTYPE`` sets (None where it is unset or empty); one ``error:`` line for another name."""
-    from common.errors import fail
-    from common.paths import DTYPES
-
     name = os.environ.get(DTYPE_ENV, "").strip()
     if name and name not in DTYPES:
         fail(f"{DTYPE_ENV}={name!r} is not a dtype: one of {', '.join(DTYPES)}")
@@ -89,7 +89,7 @@ def env_dtype() -> Optional[str]:
 def choose(dtype: Optional[str], threads: Optional[int]) -> tuple[str, CpuChoice]:
     """(the dtype to run, the choice): pin the threads, then keep the given dtype (--dtype, else
     LESSONS_CPU_DTYPE) or measure bf16."""
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     preset = env_dtype() if dtype is None else None
     used = pin_threads(threads)

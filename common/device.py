@@ -24,7 +24,7 @@ MEMORY_HEADROOM = 0.8  # refuse a run whose tensors would take more than this sh
 
 def resolve_device(choice: str, console: Console) -> "torch.device":
     """--device auto|cuda|cpu as a torch.device; auto without CUDA says so and runs on the CPU."""
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     if choice == "cuda" and not torch.cuda.is_available():
         fail("--device cuda, but CUDA is not available on this machine (use --device cpu or auto)")
@@ -37,7 +37,7 @@ def resolve_device(choice: str, console: Console) -> "torch.device":
 
 def gpu_dtype(device: "torch.device", console: Console) -> str:
     """The posts' bf16, or fp16 on a GPU without bf16 (said on the console)."""
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     if torch.cuda.is_bf16_supported():
         return "bf16"
@@ -46,7 +46,7 @@ def gpu_dtype(device: "torch.device", console: Console) -> str:
 
 
 def check_dtype(name: str, device: "torch.device") -> None:
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     if device.type == "cuda" and name == "bf16" and not torch.cuda.is_bf16_supported():
         fail(f"this GPU ({torch.cuda.get_device_name(device)}) does not support bf16; use --dtype fp16 or fp32")
@@ -55,7 +55,7 @@ def check_dtype(name: str, device: "torch.device") -> None:
 def free_bytes(device: "torch.device") -> int:
     """Memory the run may use now: free GPU memory, or the kernel's MemAvailable."""
     if device.type == "cuda":
-        import torch
+        import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
         return torch.cuda.mem_get_info(device)[0]
     try:
@@ -85,7 +85,7 @@ def _gib(size: int) -> str:
 
 def check_compiler() -> None:
     """Inductor on the CPU builds C++: make sure a compiler is there before compiling."""
-    from torch._inductor import cpp_builder
+    from torch._inductor import cpp_builder  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     what = "--compile on the CPU needs a C++ compiler"
     todo = "Install g++ (e.g. apt-get install g++) or set CXX, or run without --compile"

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from rich.markup import escape
 
+from common import report  # the facade: each name loads its stages when first called (after the run)
 from common.commands import display_path, uv_run
 from common.errors import BadInput, fail
 from common.knobs import JobKnobs
@@ -138,20 +139,16 @@ class DdpLesson(Lesson):
         """The job's short report; --html and --annotate: one page and one annotated copy per rank."""
         a = self.args
         if not a.no_report:
-            from common.report import print_short_job_report  # prints one line if it cannot read the job
-
             self.console.rule("what the traces say")
-            print_short_job_report(self.job_traces, console=self.console)
+            report.print_short_job_report(self.job_traces, console=self.console)
         if a.html or a.annotate:
-            from common.report import job_verdict, lesson_report
-
-            verdict = job_verdict(self.job_traces) if a.html else None  # the straggler, on every rank's page
+            verdict = report.job_verdict(self.job_traces) if a.html else None  # the straggler, on every rank's page
             for trace in self.job_traces:
                 tag = trace.name[: -len(".json.gz" if a.gzip else ".json")]
-                lesson_report(trace, self.console, short=False,
-                              html=html_file(trace.parent, tag) if a.html else None,
-                              annotated=annotated_file(trace.parent, tag, a.gzip) if a.annotate else None,
-                              job_verdict=verdict)
+                report.lesson_report(trace, self.console, short=False,
+                                     html=html_file(trace.parent, tag) if a.html else None,
+                                     annotated=annotated_file(trace.parent, tag, a.gzip) if a.annotate else None,
+                                     job_verdict=verdict)
 
 
 def _quiet_unless(speaks: bool) -> None:

@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from common import cpu, inductor_source, machine, output
+from common import report  # the facade: each name loads its stages when first called (after the run)
 from common.checks import positive_float, positive_int  # noqa: F401 - the lessons' flags use them
 from common.commands import display_path, uv_run
 from common.device import TORCH_DTYPES, check_compiler, check_dtype, check_fits, gpu_dtype, resolve_device
@@ -99,7 +100,7 @@ class Lesson:
         metadata only while it records, so torch adds it at the start of every recorded cycle
         (``preset_metadata_json``), and here at once when the schedule records from its first step. It also
         has ``prof.step`` counted, for the status line :meth:`profiling` draws."""
-        import torch
+        import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
         value = self.knobs.to_json()
         prof.step = self.progress.watch(prof.step)  # each step the lesson ends moves the status line on
@@ -114,7 +115,7 @@ class Lesson:
 
     @property
     def activities(self) -> "list[torch.profiler.ProfilerActivity]":
-        import torch
+        import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
         acts = [torch.profiler.ProfilerActivity.CPU]
         if self.on_cuda:
@@ -133,7 +134,7 @@ class Lesson:
     def sync(self) -> None:
         """Wait for the device to finish queued work (a no-op on the CPU)."""
         if self.on_cuda:
-            import torch
+            import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
             torch.cuda.synchronize(self.device)
 
@@ -195,7 +196,7 @@ class Lesson:
         self.say_how_to_open()
         self.report()
         if self.args.share:
-            from common.share import share
+            from common.share import share  # lazy: 7 ms a run, only with --share
 
             return share(self.trace_path.parent, self.args.share, console=self.console)
         return 0
@@ -231,13 +232,11 @@ class Lesson:
         a = self.args
         if a.no_report and not a.html and not a.annotate:
             return
-        from common.report import lesson_report  # prints one line if it cannot read the trace
-
         if not a.no_report:
             self.console.rule("what the trace says")
-        lesson_report(self.trace_path, self.console, short=not a.no_report,
-                      html=html_file(self.trace_path.parent, self.tag) if a.html else None,
-                      annotated=annotated_file(self.trace_path.parent, self.tag, a.gzip) if a.annotate else None)
+        report.lesson_report(self.trace_path, self.console, short=not a.no_report,  # one line if it cannot read it
+                             html=html_file(self.trace_path.parent, self.tag) if a.html else None,
+                             annotated=annotated_file(self.trace_path.parent, self.tag, a.gzip) if a.annotate else None)
 
 
 def setup(
@@ -264,10 +263,10 @@ def setup(
     """
     console = Console(highlight=False)
     if args.share:
-        from common.share import check_can_share
+        from common.share import check_can_share  # lazy: 7 ms a run, only with --share
 
         check_can_share(args.share)  # the login and trace-util now, not after the run
-    import torch  # the device checks need it (the script has imported it already)
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it (the script has imported it by now)
 
     if needs_cuda and (args.device == "cpu" or not torch.cuda.is_available()):
         fail(f"{args.script}.py needs CUDA ({'--device cpu was given' if args.device == 'cpu' else 'none found'}): "
@@ -288,7 +287,7 @@ def setup(
     if args.compile and device.type == "cpu":
         check_compiler()
         # Name Inductor's fused C++ kernels in the trace (graph_0_cpp_fused_...), as Triton's are on GPUs.
-        import torch._inductor.config as inductor_config
+        import torch._inductor.config as inductor_config  # lazy: torch, 3.7 s: not before --help and bad flags
 
         inductor_config.cpp.enable_kernel_profile = True
     trace_dir = args.trace_dir if args.trace_dir is not None else Path("traces") / args.script
@@ -322,7 +321,7 @@ def _profiler_variants(args: argparse.Namespace, device: "torch.device") -> list
         out.append(("sched", args.schedule.variant))
     out += [(knob, "") for knob, flag in (("shapes", "record_shapes"), ("mem", "profile_memory"),
                                            ("stack", "with_stack")) if getattr(args, flag)]
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     if device.type == "cpu" and torch.cuda.is_available():
         out.append(("cpu", ""))  # the default run on this machine is on the GPU: keep both
@@ -345,7 +344,7 @@ def _quiet_what_the_lesson_explains(args: argparse.Namespace) -> None:
 
 
 def _describe(lesson: Lesson, cpu_choice: "cpu.CpuChoice | None") -> None:
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     a, c = lesson.args, lesson.console
     if lesson.on_cuda:

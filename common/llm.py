@@ -36,7 +36,7 @@ def default_config():
     """The default model: Llama's architecture (RMSNorm, rotary positions, grouped-query attention,
     a SwiGLU MLP, Llama 2's 32,000-token vocabulary) at a width a CPU runs in seconds: 4 layers of
     256, 19 M parameters. Small enough that a decode step costs what dispatching its ops costs."""
-    from transformers import LlamaConfig
+    from transformers import LlamaConfig  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     return LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=2048,
@@ -133,7 +133,7 @@ def plan(args: argparse.Namespace) -> Plan:
 def _quiet_libraries() -> None:
     """transformers and huggingface_hub log retries and advice to stderr; the lesson says it in one line."""
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()  # the lesson's spinner covers loading the weights
@@ -148,7 +148,7 @@ def _offline_hint(source: str) -> str:
 def _hub_reachable() -> bool:
     """False when the Hub is switched off (HF_HUB_OFFLINE) or its host does not resolve (no network);
     a proxy, when set, is trusted to know better."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: huggingface_hub, 100 ms (httpx): only to ask whether the Hub answers
 
     if constants.HF_HUB_OFFLINE:
         return False
@@ -164,7 +164,7 @@ def _hub_reachable() -> bool:
 
 def _load_config(source: str):
     """The config of a local folder, or of a Hub id (from the local cache first, then the Hub)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     folder = Path(source)
     if folder.exists():
@@ -207,7 +207,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _check_causal_lm(config, source: str | None) -> None:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         fail(f"--model {source}: a {config.model_type!r} model is not a causal LM (no AutoModelForCausalLM "
@@ -216,7 +216,7 @@ def _check_causal_lm(config, source: str | None) -> None:
 
 def _check_attention(config, attn: str, source: str | None) -> int:
     """Build the model on the meta device (no memory) with the requested attention; its parameter count."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     try:
         with torch.device("meta"):
@@ -236,7 +236,7 @@ def _tokenize(prompt: str | None, source: str | None) -> tuple[Any, tuple[int, .
     if source is None:
         fail(f"--prompt needs --model: the default model ({DEFAULT_MODEL}) has random weights and no tokenizer; "
              "leave out --prompt to use random token ids")
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=not _hub_reachable())
@@ -262,7 +262,7 @@ def _check_positions(config, request: Request, source: str | None, *, from_promp
 
 def build(p: Plan, device: torch.device, dtype: torch.dtype):
     """The model in eval mode on ``device``: random weights (seeded) by default, else the checkpoint's."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
     if p.source is None:
         torch.manual_seed(SEED)
@@ -305,7 +305,7 @@ class CacheMaker:
         self._static = None
 
     def __call__(self):
-        from transformers import DynamicCache, StaticCache
+        from transformers import DynamicCache, StaticCache  # lazy: transformers, 1.8 s: 05_llm.py answers --help and bad flags without it
 
         if self.plan.cache == "dynamic":
             return DynamicCache(config=self.plan.config)

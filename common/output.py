@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from common.errors import BadInput, StdoutError, at_interrupt, describe_os_error, fail, interrupts_deferred
+from common.commands import display_path, shorten
+from common.printable import printable
 
 STDOUT = "-"
 TMP_PREFIX = ".tmp-"  # hidden: listings (common.view --list, a job's folder) skip it
@@ -49,8 +51,6 @@ _NOT_REGULAR = "not a regular file (a device, FIFO or socket); name a new file o
 def shown(path, flag: str | None = None) -> str:
     """How an error line names an output: ``--html out.html`` as typed, a lesson's file relative to
     the project when that is shorter; long paths shortened."""
-    from common.commands import display_path, shorten
-
     return f"{flag} {shorten(path)}" if flag else shorten(display_path(Path(path)))
 
 
@@ -79,9 +79,6 @@ def check_target(path, flag: str | None = None) -> Path:
 
 def _link_label(link: Path, flag: str | None) -> str:
     """How an error line names a symbolic link: itself, not the file it names (:func:`shown` resolves)."""
-    from common.commands import display_path, shorten
-    from common.printable import printable
-
     if flag:
         return shown(link, flag)
     return shorten(os.path.join(display_path(link.parent), printable(link.name)))
@@ -89,8 +86,6 @@ def _link_label(link: Path, flag: str | None) -> str:
 
 def _link_refused(link: Path) -> str:
     """Why a symbolic link is not written: what it points at, in words."""
-    from common.commands import shorten
-
     try:
         to = f"a symbolic link to {shorten(os.readlink(link), 60)}"
     except OSError:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from common.output import writing
+
 DTYPES = ("bf16", "fp16", "fp32")
 WARMTHS = ("warm", "cold")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -137,7 +139,5 @@ def annotated_file(trace_dir: Path, tag: str, gzip: bool) -> Path:
 def atomic_path(final: Path) -> Iterator[Path]:
     """A temporary path for ``final``, renamed into place only if the block succeeds: the suite's one
     writer, :func:`common.output.writing` (kept here for callers of this name)."""
-    from common.output import writing
-
     with writing([final]) as (tmp,):
         yield tmp

@@ -44,7 +44,7 @@ def trace_util_command() -> list[str] | None:
 
 def _logged_in() -> bool:
     try:
-        from huggingface_hub import get_token
+        from huggingface_hub import get_token  # lazy: huggingface_hub, 100 ms (httpx): only to ask for the login
     except ImportError:  # cannot tell: let trace-util ask for a login itself
         return True
     return get_token() is not None

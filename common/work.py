@@ -41,8 +41,8 @@ def count(step: Callable[[], object], *, compiled: bool, stand_in: str | None = 
     """One call of ``step()`` counted on fake tensors: the trace's ``work`` description (plain JSON).
     ``stand_in`` says what ``step`` runs instead of the workload, where that cannot run on fake tensors
     (a Triton or Hub kernel: the same operation by plain PyTorch), for the description's ``how``."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
+    from torch._subclasses.fake_tensor import FakeTensorMode  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     how = ", ".join(filter(None, ("fake tensors", "eager" if compiled else None, stand_in)))
     counter = _Counter()
@@ -60,7 +60,7 @@ def _kept_state(counter: "_Counter"):
     """Every real parameter's ``.grad`` and every stepped optimizer's state as they were before the count.
     A fake step's backward sets a real leaf's ``.grad`` to a fake tensor, and an optimizer's first step
     fills its state with fake ones; in-place updates of real tensors only touch fake copies."""
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    from torch.optim.optimizer import register_optimizer_step_pre_hook  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     optimizers: dict[int, tuple] = {}
 
@@ -82,15 +82,15 @@ def _kept_state(counter: "_Counter"):
 
 def _eager(compiled: bool) -> contextlib.AbstractContextManager:
     """torch.compile'd code run as plain eager code, where torch can (2.6 and later)."""
-    import torch
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     stance = getattr(torch.compiler, "set_stance", None)
     return stance("force_eager") if compiled and stance is not None else contextlib.nullcontext()
 
 
 def _tensors(tree: Any) -> list:
-    import torch
-    from torch.utils._pytree import tree_leaves
+    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
+    from torch.utils._pytree import tree_leaves  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     seen, out = set(), []
     for leaf in tree_leaves(tree):
@@ -131,9 +131,9 @@ class _Counter:
         self._modes: list = []
 
     def __enter__(self):
-        import torch.nn.functional as F
-        from torch.overrides import TorchFunctionMode
-        from torch.utils._python_dispatch import TorchDispatchMode
+        import torch.nn.functional as F  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
+        from torch.overrides import TorchFunctionMode  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
+        from torch.utils._python_dispatch import TorchDispatchMode  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
         counter = self
 
@@ -172,7 +172,7 @@ class _Counter:
 
     def attention(self, args: tuple, kwargs: dict, out) -> None:
         """One SDPA call: a row of its own, its shape, causal flag and torch's full count of its FLOPs."""
-        from torch.utils.flop_counter import sdpa_flop_count
+        from torch.utils.flop_counter import sdpa_flop_count  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
         bound = dict(zip(("query", "key", "value", "attn_mask", "dropout_p", "is_causal"), args), **kwargs)
         q, k, v = bound["query"], bound["key"], bound["value"]
@@ -215,7 +215,7 @@ class _Counter:
 
     def keep_leaves(self, inputs: list) -> None:
         """Note each real parameter (a leaf that takes gradients) with its ``.grad`` before this step's backward."""
-        from torch._subclasses.fake_tensor import FakeTensor
+        from torch._subclasses.fake_tensor import FakeTensor  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
         for t in inputs:
             if t.requires_grad and t.is_leaf and id(t) not in self.leaves and not isinstance(t, FakeTensor):
@@ -227,7 +227,7 @@ class _Counter:
 
 def _flops(func, args: tuple, kwargs: dict, out) -> int:
     """torch's own formula for the op (what FlopCounterMode counts), 0 where it has none."""
-    from torch.utils.flop_counter import flop_registry
+    from torch.utils.flop_counter import flop_registry  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     formula = flop_registry.get(func._overloadpacket)
     if formula is None:

@@ -421,3 +421,22 @@ def test_the_report_writes_bytes_with_its_formatters():
     units = ast.parse((REPORT / "units.py").read_text())
     formatters = sorted(n.name for n in units.body if isinstance(n, ast.FunctionDef) and "bytes" in n.name)
     assert formatters == ["fmt_bytes_binary", "fmt_bytes_decimal", "fmt_bytes_exact"]
+
+
+def lazy_imports_without_a_reason(path) -> list[str]:
+    """The imports inside a function of ``path`` whose line holds no ``# lazy:`` comment."""
+    text = path.read_text()
+    lines = text.splitlines()
+    return [f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}" for fn in ast.walk(ast.parse(text))
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) for node in ast.walk(fn)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and "# lazy:" not in lines[node.end_lineno - 1]]
+
+
+def test_an_import_inside_a_function_says_what_it_saves():
+    """Issue 39: imports sit at the top of their module; one inside a function is kept only where it saves a
+    measured start-up cost (torch before a lesson's --help, matplotlib until a page is drawn, numpy and the
+    report's stages before the report's --help, rich that --json never loads, a renderer only one flag needs),
+    and says so: ``# lazy: torch, 3.7 s: ...``."""
+    assert lazy_imports_without_a_reason(COMMON / "report" / "render" / "plots.py") == []
+    found = sorted({hit for p in COMMON.rglob("*.py") for hit in lazy_imports_without_a_reason(p)})
+    assert not found, found

@@ -29,6 +29,8 @@ Importing this package is cheap (no torch, no numpy): each name loads its module
 
 from __future__ import annotations
 
+from importlib import import_module
+
 # The names callers import from here (common/lesson.py, common/distributed.py, tests), and where each lives.
 _HOME = {
     "tables_of": "common.report.pipeline",
@@ -47,7 +49,6 @@ def __getattr__(name: str):
     """``common.report.analyze`` and the others: imported from their module when first asked for."""
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
 
     return getattr(import_module(_HOME[name]), name)
 

@@ -6,7 +6,14 @@ files written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
 from common.report.pipeline import analyze
+from common.commands import display_path, uv_run
+from common.errors import BadInput
 
 
 def print_short_report(path, console=None) -> None:
@@ -26,7 +33,6 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
     its steps) and the annotated copy of the trace (``annotated``: its path), from one reading of the
     trace. Like :func:`print_short_report`, a failure is one printed line."""
     try:
-        from rich.console import Console
 
         console = console or Console()
     except ImportError as exc:  # no rich: one plain line
@@ -35,53 +41,42 @@ def lesson_report(path, console=None, *, short: bool = True, html=None, annotate
     try:
         tables, findings = analyze(path)
         if short:
-            from common.report.render.text import render_short
+            from common.report.render.text import render_short  # lazy: 12 ms that a job's report does without
 
             render_short(tables, findings, console)
         if html is not None:
-            from common.report.render.html import write_html
+            from common.report.render.html import write_html  # lazy: 16 ms, only with --html
 
             write_html(tables, findings, html, job_verdict=job_verdict, timeline_trace=annotated)
             console.print(f"[bold]wrote[/] {_shown(html)}  (the report as a page of plots; open it in a browser)")
         if annotated is not None:
-            from pathlib import Path
 
-            from rich.markup import escape
 
-            from common.commands import uv_run
-            from common.report.render.annotate import write_annotated
+            from common.report.render.annotate import write_annotated  # lazy: 8 ms, only with --annotate
 
             slices = write_annotated(path, tables, findings, annotated)
             console.print(f"[bold]wrote[/] {_shown(annotated)}  (the trace with a Findings track of {slices} "
                           "slices, for Perfetto)")
             console.print(f"  open it: [cyan]{escape(uv_run('-m', 'common.view', Path(annotated)))}[/]", soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
-        from rich.markup import escape
 
         console.print(f"[red]trace report unavailable[/]: {escape(_one_line(exc))}")
 
 
 def _shown(path) -> str:
-    from rich.markup import escape
-
-    from common.commands import display_path
-
     return escape(display_path(path))
 
 
 def print_short_job_report(paths, console=None) -> None:
     """Print the compact report over every rank's trace of one job (06_ddp.py calls this on rank 0).
     Like :func:`print_short_report`, any failure prints one line instead of raising."""
-    from rich.console import Console
-
     console = console or Console()
     try:
-        from common.report.job.ranks import read_ranks
-        from common.report.render.job import render_job_short
+        from common.report.job.ranks import read_ranks  # lazy: 40 ms with render.job, only for a job (06_ddp)
+        from common.report.render.job import render_job_short  # lazy: 40 ms with job.ranks, only for a job (06_ddp)
 
         render_job_short(read_ranks(list(paths)), console)
     except Exception as exc:  # noqa: BLE001 - the report must never cost the lesson its exit status
-        from rich.markup import escape
 
         console.print(f"[red]job report unavailable[/]: {escape(_one_line(exc))}")
 
@@ -90,8 +85,8 @@ def job_verdict(paths) -> str | None:
     """The job report's straggler line over every rank's trace (what each rank's page shows under its
     steps); None where the job cannot be read (its short report has said why)."""
     try:
-        from common.report.job.ranks import read_ranks
-        from common.report.render.job import straggler_text
+        from common.report.job.ranks import read_ranks  # lazy: 40 ms with render.job, only for a job (06_ddp)
+        from common.report.render.job import straggler_text  # lazy: 40 ms with job.ranks, only for a job (06_ddp)
 
         return straggler_text(read_ranks(list(paths)))
     except Exception:  # noqa: BLE001 - the page goes without it, as the lesson goes without its report
@@ -99,8 +94,6 @@ def job_verdict(paths) -> str | None:
 
 
 def _one_line(exc: Exception) -> str:
-    from common.errors import BadInput
-
     text = (str(exc).strip().splitlines() or [""])[0]
     if isinstance(exc, BadInput):
         return text

@@ -17,7 +17,7 @@ def run(argv=None, from_shell: bool = False) -> int:
     """The command on ``argv``: its exit status (bad input: one ``error:`` line, exit 2)."""
     args = parse_args(argv)
     if from_shell:
-        from common.report.load.reader import keep_decoded_until_exit
+        from common.report.load.reader import keep_decoded_until_exit  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
         keep_decoded_until_exit()  # the process leaves with os._exit: nothing decoded is freed one by one
     for line in ignored_flags(args):
@@ -27,7 +27,7 @@ def run(argv=None, from_shell: bool = False) -> int:
         return modes.compare(args)
     if args.glance:
         return modes.glance(args)
-    from common.report.job.files import job_inputs
+    from common.report.job.files import job_inputs  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
     job = job_inputs(args.traces)
     if job is not None:  # a folder, or several ranks' traces: one report over the job

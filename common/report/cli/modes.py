@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from dataclasses import replace
 
 from common import output
 from common.commands import display_path, uv_run
-from common.errors import fail
+from common.errors import fail, BadInput
 from common.report.cli.args import DEFAULT_TOP
 from common.report.load.inputs import STDIN, shorten
 from common.report.pipeline import analyze, steps_of
@@ -24,17 +25,17 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
     """The HTML page and the annotated trace, when asked for; each says what it wrote (on stderr)."""
     copy = None
     if args.annotate is not None:  # read and checked first: a trace it cannot copy leaves no page behind either
-        from common.report.render.annotate import annotated_copy
+        from common.report.render.annotate import annotated_copy  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
         copy = annotated_copy(Path(args.traces[0]), tables, findings, Path(args.annotate), flag="--annotate")
     if args.html is not None:
         if compared is not None:
-            from common.report.render.html import render_compare_html
+            from common.report.render.html import render_compare_html  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
             size = output.write_file(args.html, render_compare_html(compared).encode(), flag="--html",
                                      what="the page")
         else:
-            from common.report.render.html import write_html
+            from common.report.render.html import write_html  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
             size = write_html(tables, findings, args.html, flag="--html", timeline_trace=args.annotate)
         print(f"wrote {display_path(args.html)} ({fmt_bytes_decimal(size)} page)", file=sys.stderr)
@@ -47,7 +48,7 @@ def write_pictures(args: argparse.Namespace, tables, findings, compared=None) ->
 
 def write_json(obj, dest: str | None) -> None:
     """The JSON to standard output (no ``dest``, or ``-``) or, whole or not at all, to the file ``dest``."""
-    import msgspec
+    import msgspec  # lazy: msgspec, 60 ms: --help answers without it
 
     data = msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
     if dest is None or dest == STDIN:
@@ -60,14 +61,14 @@ def write_json(obj, dest: str | None) -> None:
 def job(args: argparse.Namespace, paths: list) -> int:
     """The job report: read the job, then write its JSON (``{"schema", "ranks"}``, to ``-o`` or
     stdout) or print it (``--short``: the lessons' compact form)."""
-    from common.report.job.ranks import read_ranks
-    from common.report.render.job import render_job, render_job_short, to_json
+    from common.report.job.ranks import read_ranks  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
+    from common.report.render.job import render_job, render_job_short, to_json  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
     ranks = read_ranks(paths, parallel=True, max_bytes=args.max_size)
     if args.json:
         write_json({"schema": "common.report/1", "ranks": to_json(ranks)}, args.output)
         return 0
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich, about 130 ms: --help answers without it, --json never loads it
 
     (render_job_short if args.short else render_job)(ranks, Console())
     return 0
@@ -79,14 +80,14 @@ def single(args: argparse.Namespace) -> int:
     results = [analyze(path, parallel=True, max_bytes=args.max_size) for path in args.traces]
     write_pictures(args, *results[0])
     if args.json:
-        from common.report.render.json import to_json
+        from common.report.render.json import to_json  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
         objs = [to_json(tables, f) for tables, f in results]
         write_json(objs[0] if len(objs) == 1 else objs, args.output)
         return 0
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich, about 130 ms: --help answers without it, --json never loads it
 
-    from common.report.render.text import render, render_short
+    from common.report.render.text import render, render_short  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
     console = Console()
     for i, (tables, f) in enumerate(results):
@@ -102,11 +103,8 @@ def single(args: argparse.Namespace) -> int:
 def glance(args: argparse.Namespace) -> int:
     """A few lines per trace, in the posts' order (:mod:`common.report.render.glance`); files that are not
     traces are skipped and named, and the command's own output (-o) is never read."""
-    from dataclasses import replace
-
-    from common.errors import BadInput
-    from common.report.compare.variants import digest, with_versus
-    from common.report.render.glance import glance_row, order_key, render_glance, skipped_line, variant_of
+    from common.report.compare.variants import digest, with_versus  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
+    from common.report.render.glance import glance_row, order_key, render_glance, skipped_line, variant_of  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
     paths = glance_paths(args.traces, skip=args.output if args.output != STDIN else None)
     if not paths:
@@ -132,7 +130,7 @@ def glance(args: argparse.Namespace) -> int:
         if skipped:
             print(skipped_line(skipped), file=sys.stderr)
         return 0
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich, about 130 ms: --help answers without it, --json never loads it
 
     render_glance(rows, Console(), skipped)
     return 0
@@ -166,8 +164,8 @@ def _identity(path) -> tuple | None:
 def compare(args: argparse.Namespace) -> int:
     """Two traces side by side: each run's steps (:func:`~common.report.pipeline.steps_of`: its step rows, header
     and model), no other table and no rule: the comparison reads nothing else."""
-    from common.report.compare.judge import compare as compare_runs
-    from common.report.render.compare import render_compare
+    from common.report.compare.judge import compare as compare_runs  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
+    from common.report.render.compare import render_compare  # lazy: the stages load numpy and msgspec (300 ms): --help answers without them
 
     a, b = (steps_of(path, parallel=True, max_bytes=args.max_size) for path in args.compare)
     result = compare_runs(a, b)
@@ -175,7 +173,7 @@ def compare(args: argparse.Namespace) -> int:
     if args.json:
         write_json(result, args.output)
     else:
-        from rich.console import Console
+        from rich.console import Console  # lazy: rich, about 130 ms: --help answers without it, --json never loads it
 
         render_compare(result, Console())
     return 0

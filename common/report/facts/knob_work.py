@@ -35,6 +35,8 @@ from typing import Optional
 
 from common.knobs import RunKnobs
 from common.dtypes import ELEMENT_BYTES
+from common.attention import flops
+from common.report.facts.workload import Scores
 GEMMS = "GEMMs (per step, lesson's knobs)"
 ATTENTION = "attention forward (per step, lesson's knobs)"
 ATTENTION_SCRIPTS = ("04_a_naive_attention", "04_b_inplace_ops_attention", "04_c_sdpa_attention",
@@ -113,7 +115,6 @@ def attention_row(k: RunKnobs) -> Optional[KnobRow]:
     attention is causal, so the unmasked half)."""
     if k.script not in ATTENTION_SCRIPTS or len(k.shape) != 4:
         return None
-    from common.attention import flops
 
     batch, heads, seq, dim = k.shape
     shape = _Shape(batch, heads, seq, dim)
@@ -174,8 +175,6 @@ def llm_tokens(k: Optional[RunKnobs]) -> dict:
 def legacy_scores(k: Optional[RunKnobs]):
     """An attention lesson's ``[batch, heads, seq, seq]`` score matrix from its knobs (annotation unknown:
     its ``..._fwd``), for its traces written before the count."""
-    from common.report.facts.workload import Scores
-
     if k is None or k.script not in ATTENTION_SCRIPTS or len(k.shape) != 4 or k.dtype not in ELEMENT_BYTES:
         return None
     batch, heads, seq, _ = k.shape

@@ -20,6 +20,7 @@ from typing import Optional
 import numpy as np
 
 from common.report.model.build import RUNTIME, Model
+from common.report.units import fmt_us
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ class LagFacts:
     def said(self) -> str:
         """``the GPU was 2.20 ms behind the host at the window's start and 8.66 ms behind at its end``, where it ends
         the window a host step behind or more (:attr:`behind`); "" otherwise."""
-        from common.report.units import fmt_us
-
         if not self.behind:
             return ""
         start = (f"was {fmt_us(self.at_start_us)} behind the host at the window's start and"

@@ -20,6 +20,7 @@ import numpy as np
 
 from common.report.model.build import KERNEL, MEMCPY, MEMSET, RUNTIME, Model
 from common.report.findings import Span
+from common.report.units import fmt_us
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ class LaunchedOutside:
 
     def said(self) -> str:
         """``2 kernels launched before the profiled window ran inside it (403 µs): counted in no step, ...``."""
-        from common.report.units import fmt_us
-
         return f"{self.what()} {self.where} ran inside it ({fmt_us(self.device_us)}): counted in no step, call or kernel row"
 
 

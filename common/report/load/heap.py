@@ -20,6 +20,11 @@ import ctypes
 import ctypes.util
 import sys
 
+try:
+    from numpy._core import multiarray
+except ImportError:  # numpy 1.x
+    from numpy.core import multiarray
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 _NEVER_TRIM = 2**31 - 1  # mallopt takes an int
@@ -42,10 +47,6 @@ def keep_freed_memory() -> bool:
 
 def _no_huge_pages() -> None:
     """numpy's switch for ``madvise(MADV_HUGEPAGE)`` on new arrays, off (a private function: skipped if gone)."""
-    try:
-        from numpy._core import multiarray
-    except ImportError:  # numpy 1.x
-        from numpy.core import multiarray
     switch = getattr(multiarray, "_set_madvise_hugepage", None)
     if switch is not None:
         switch(False)

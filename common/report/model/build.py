@@ -16,6 +16,7 @@ import re
 from functools import cached_property
 from dataclasses import dataclass
 from typing import Optional
+import time
 
 import numpy as np
 
@@ -438,7 +439,6 @@ _last_tick = [0.0]
 def _tick(label: str) -> None:
     """With REPORT_TIMING=1 in the environment, print how long each stage of the model took."""
     if _TIMING:
-        import time
 
         now = time.perf_counter()
         if _last_tick[0]:

@@ -23,6 +23,7 @@ from common.errors import fail
 from common.output import identity, writing
 from common.report.facts.tables import Tables
 from common.report.findings import Finding
+from common.report.load.file_bytes import read_bytes
 
 FINDINGS_PID = 999_999_001  # a process id no profiler hands out (Kineto's are OS pids or small device ids)
 FINDINGS_KEY = "report_findings"
@@ -59,8 +60,6 @@ def memory_counter_events(t: Tables) -> list[dict]:
 def _read_text(path: Path) -> bytes:
     """The trace's JSON text as the report read it (:func:`common.report.load.file_bytes.read_bytes`: gzip by its
     magic, what follows the last gzip member ignored, decompressed no further than the report's limit)."""
-    from common.report.load.file_bytes import read_bytes
-
     data, _ = read_bytes(path)
     return data if isinstance(data, (bytes, bytearray)) else bytes(data)
 

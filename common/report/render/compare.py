@@ -14,8 +14,8 @@ STEP_ROWS = 20  # the console's step table shows the first this many steps (--js
 
 
 def _step_table(c: dict, with_device: bool):
-    from rich import box
-    from rich.table import Table
+    from rich import box  # lazy: rich, about 100 ms: --json never loads it
+    from rich.table import Table  # lazy: rich, about 100 ms: --json never loads it
 
     t = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     cols = ["step", "CPU A", "CPU B", "B/A"] + (["dev A", "dev B", "B/A"] if with_device else [])
@@ -105,9 +105,9 @@ def op_rows(c: dict, with_device: bool, most: int = 12) -> list[list[str]]:
 
 
 def _table(title: str, cols: list[str], rows: list[list[str]], text_cols: int):
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
+    from rich import box  # lazy: rich, about 100 ms: --json never loads it
+    from rich.markup import escape  # lazy: rich, about 100 ms: --json never loads it
+    from rich.table import Table  # lazy: rich, about 100 ms: --json never loads it
 
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     for i, col in enumerate(cols):
@@ -134,7 +134,7 @@ def left_out_line(s: dict) -> str:
 
 
 def render_compare(c: dict, console) -> None:
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich, about 100 ms: --json never loads it
 
     s = c["summary"]
     with_device = s["device"] is not None

@@ -155,8 +155,8 @@ def versus_lines(v: dict) -> list[str]:
 def render_glance(rows: list[GlanceRow], console, skipped: Optional[list] = None) -> None:
     """A few lines per trace (readable at 80 columns): the variant; its figures per call; against the
     variant before it; its lesson. Then the files skipped, and why."""
-    from rich.markup import escape
-    from rich.padding import Padding
+    from rich.markup import escape  # lazy: rich, about 100 ms: --json never loads it
+    from rich.padding import Padding  # lazy: rich, about 100 ms: --json never loads it
 
     if rows:
         console.print("[dim]per call and per step: medians over the steps --compare judges (the profiler's first "

@@ -6,6 +6,9 @@ item, mismatches first; it computes nothing.
 
 from __future__ import annotations
 
+from rich.markup import escape
+from rich.table import Table
+
 from common.report.facts.guess import AS_GUESSED, MISSING
 from common.report.model.names import short_name
 from common.report.facts.tables import Tables
@@ -19,9 +22,6 @@ KERNEL_SHOWN = 60  # a kernel's name, shortened to this (its functor first: name
 
 def guess_table(t: Tables):
     """A rich Table of the lesson's guess against the typical call, or None without a guess."""
-    from rich.markup import escape
-    from rich.table import Table
-
     check = t.guess
     if check is None:
         return None

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 
 from common.report.model import names as trace_names
 from common.report.facts.tables import Tables
-from common.report.render.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps
+from common.report.render.plots import Plot, grouped_steps, horizontal_bars, spread, stacked_steps, memory_curve
 from common.report.findings import Finding
 from common.report.render.step_series import breakdown_series, pair_series, spread_series, spread_title
 from common.report.render.timeline_links import view_command
-from common.report.units import fmt_us
+from common.report.units import fmt_us, fmt_bytes_binary
+from common.commands import display_path
+from common.output import write_file
+from common.report.render.compare import device_work_rows, left_out_line, op_rows
+from common.report.render.roofline import HEAD, caption, roofline_plot, table_rows
+from common.report.render.text import header_facts, headline_lines
+from common.report.render.generated_code import generated_code_section
 
 TOP = 12  # bars in a top-N plot
 # the findings that judge what a plot shows, printed under it as well as among the findings: the regime
@@ -106,9 +113,6 @@ def spread_plot(t: Tables) -> Plot | None:
 
 
 def _header(t: Tables) -> str:
-    from common.commands import display_path
-    from common.report.render.text import header_facts, headline_lines
-
     items = "".join(f"<li>{html.escape(x)}</li>" for x in header_facts(t) + headline_lines(t))
     return (f'<h1>Trace report</h1><div class="path">{html.escape(display_path(t.model.path))}</div>'
             f'<ul class="numbers">{items}</ul>')
@@ -144,15 +148,11 @@ def _phases_table(t: Tables) -> str:
 
 
 def _roofline_plot(t: Tables) -> list:
-    from common.report.render.roofline import roofline_plot
-
     return [roofline_plot(t.roofline)]
 
 
 def _roofline_table(t: Tables) -> str:
     """The roofline's table under its plot (:mod:`.roofline`)."""
-    from common.report.render.roofline import HEAD, caption, table_rows
-
     r = t.roofline
     if r is None or not r.rows:
         return ""
@@ -180,8 +180,6 @@ def memory_plot(t: Tables) -> Plot | None:
     """The memory curve (allocated bytes over time per device), when the trace holds [memory] events."""
     if t.memory is None:
         return None
-    from common.report.render.plots import memory_curve
-    from common.report.units import fmt_bytes_binary
 
     reconstructed = any(d.totals == "reconstructed" for d in t.memory.devices)
     return memory_curve("memory-curve", "memory allocated over time" + (
@@ -196,8 +194,6 @@ def render_html(t: Tables, findings: list[Finding], extra_sections: list[str] = 
     """The whole page for one trace. ``extra_sections`` are HTML blocks to add before the findings;
     ``job_verdict``: for one rank of a job, the job report's straggler line, shown under the steps;
     ``page_dir``: the folder the page is written to (its links to the generated code are relative to it)."""
-    from common.report.render.generated_code import generated_code_section
-
     plots = [breakdown_plot(t), *gpu_plots(t), ops_plot(t), spread_plot(t), memory_plot(t), *_roofline_plot(t)]
     under = {plot_id: "".join(_verdict(f.rule, f.level, f.message) for f in findings if f.rule in rules)
              for plot_id, rules in VERDICTS_UNDER.items()}
@@ -234,7 +230,6 @@ def render_compare_html(c: dict) -> str:
                                            pair_series([s["a_device_us"] for s in steps if s["a_device_us"] is not None],
                                                        [s["b_device_us"] for s in steps if s["b_device_us"] is not None]),
                                            "device time"), _side_verdict(summary["device"])))
-    from common.report.render.compare import device_work_rows, left_out_line, op_rows
 
     with_device = summary["device"] is not None
     left = left_out_line(summary)
@@ -259,10 +254,6 @@ def write_html(tables, findings, dest, *, flag: str | None = None, job_verdict: 
     :func:`common.output.write_file`; ``flag`` names it in an error line); returns its size in bytes.
     ``job_verdict``: the job report's straggler line, for one rank's page; ``timeline_trace``: the
     annotated copy the findings' timeline commands open (default: the trace read)."""
-    from common.output import write_file
-
-    from pathlib import Path
-
     page = render_html(tables, findings, job_verdict=job_verdict, timeline_trace=timeline_trace,
                        page_dir=Path(dest).parent)
     return write_file(dest, page.encode(), flag=flag, what="the page")

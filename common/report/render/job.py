@@ -85,7 +85,7 @@ def _own_annotation(s) -> str:
 
 def straggler_text(job: JobReport) -> str:
     """The straggler line without its markup: what each rank's HTML page shows under its steps."""
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich, about 100 ms: --json never loads it
 
     return Text.from_markup(straggler_line(job)).plain
 
@@ -118,7 +118,7 @@ def step_table(job: JobReport) -> Table:
 
 
 def render_job(job: JobReport, console) -> None:
-    from rich.panel import Panel
+    from rich.panel import Panel  # lazy: rich, about 100 ms: --json never loads it
 
     paths = "\n".join(escape(display_path(p)) for p in job.paths)
     console.print(Panel(f"{header(job)}\n{paths}", title="job report", expand=False))

@@ -12,6 +12,7 @@ from common.report.render.memory import memory_json
 from common.report.facts.tables import Tables
 from common.report.findings import Finding
 from common.report.units import json_ready
+from common.report.facts.roofline import roofline_json
 
 
 def to_json(t: Tables, findings: list[Finding]) -> dict:
@@ -43,7 +44,5 @@ def to_json(t: Tables, findings: list[Finding]) -> dict:
 
 
 def _roofline_json(t: Tables) -> dict:
-    from common.report.facts.roofline import roofline_json
-
     return roofline_json(t.roofline) if t.roofline is not None else None
 

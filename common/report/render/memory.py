@@ -47,8 +47,8 @@ def short_line(t: Tables) -> str:
 
 def render_memory(t: Tables, console) -> None:
     """The text report's Memory section: a line per device, per annotation, and the plugin's op table."""
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.markup import escape  # lazy: rich, about 100 ms: --json never loads it
+    from rich.table import Table  # lazy: rich, about 100 ms: --json never loads it
 
     mem = t.memory
     if mem is None:

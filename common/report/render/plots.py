@@ -68,10 +68,10 @@ def _writable_config_dir() -> None:
 
 def load_pyplot():
     _writable_config_dir()
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, about 1 s: only a page (--html) draws
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib, about 1 s: only a page (--html) draws
 
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
                          "axes.spines.right": False, "svg.hashsalt": "common.report"})

@@ -7,6 +7,10 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
 from common.report.render.plots import WIDTH_IN, Plot, load_pyplot, to_svg
 from common.report.rates import compact, fmt_pct, fmt_tflops
 from common.report.facts.knob_work import ATTENTION, GEMMS
@@ -67,9 +71,6 @@ def roofline_table(r: Optional[Roofline], width: int = 80):
     (:func:`fit_cells`)."""
     if r is None or not r.rows:
         return None
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
 
     rows, edge, gap = fit_cells(table_rows(r), width)
     table = Table(title="Roofline (GEMMs and attention, per op and shape)", caption=escape(caption(r)),

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
 from common.commands import display_path, uv_run
 from common.report.model import names as trace_names
 from common.report.model.build import BREAKDOWN_KEYS
@@ -14,6 +20,7 @@ from common.report.facts.tables import Tables
 from common.report.render.guess import guess_table
 from common.report.findings import Finding
 from common.report.units import fmt_bytes_decimal, fmt_us
+from common.report.render.timeline_links import timeline_snippet
 
 
 def _version(k: str, v) -> str:
@@ -47,8 +54,6 @@ def header_facts(t: Tables) -> list[str]:
 
 def header_lines(t: Tables) -> list[str]:
     """The header as rich markup: the trace's path in bold, then :func:`header_facts`."""
-    from rich.markup import escape
-
     return [f"[bold]{escape(display_path(t.model.path))}[/]"] + [escape(x) for x in header_facts(t)]
 
 
@@ -123,7 +128,6 @@ def _aligned_words(t: Tables) -> str:
 
 
 def _finding_line(f: Finding, hint: bool = True) -> str:
-    from rich.markup import escape
     style = {"warn": "yellow", "note": "cyan"}.get(f.level, "green")
     hint = f" [dim]→ {escape(f.hint)}[/]" if f.hint and hint else ""
     return f"[{style}]{f.rule}[/]: {escape(f.message)}{hint}"
@@ -131,16 +135,11 @@ def _finding_line(f: Finding, hint: bool = True) -> str:
 
 def _indented(lines: list[str]):
     """Lines indented by two columns, their wrapped parts too."""
-    from rich.padding import Padding
-    from rich.text import Text
-
     return Padding(Text.from_markup("\n".join(lines)), (0, 0, 0, 2))
 
 
 def _bullets(lines: list[str]):
     """Bullet points whose wrapped lines stay indented under their text (reads at 80 columns)."""
-    from rich.table import Table
-
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
@@ -152,9 +151,6 @@ def _bullets(lines: list[str]):
 def _steps_table(t: Tables):
     """One row per step; device columns only when the trace has a device lane, the CPU work split
     (compute ops' share of the step) when it has none."""
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title="steps")
     cols = ["step", "wall", "ops"] + (["kernels", "device time", "GPU busy"] if t.has_gpu else
                                       (["compute"] if t.cpu_work else []))
@@ -188,8 +184,6 @@ def _steps_table(t: Tables):
 
 def _breakdown_table(t: Tables):
     """TensorBoard's step breakdown; a CPU-only trace shows only the rows it can have."""
-    from rich.table import Table
-
     table = Table(title="step time breakdown")
     table.add_column("category")
     table.add_column("time", justify="right")
@@ -223,9 +217,6 @@ def _name_width(console) -> int:
 
 def _kernels_table(t: Tables, top: int, name_width: int = 70):
     """The top kernels: calls, total, mean and median (the posts: the mean misleads), share."""
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title=f"kernels (top {min(top, len(t.kernels))} of {len(t.kernels)} by total time)")
     for col in ("kernel", "calls", "total", "mean", "median", "share"):
         table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=col != "kernel",
@@ -240,9 +231,6 @@ def _kernels_table(t: Tables, top: int, name_width: int = 70):
 
 def _efficiency_table(t: Tables, top: int, name_width: int = 70):
     """TensorBoard's launch estimates per kernel, for the kernels whose events carry launch arguments."""
-    from rich.markup import escape
-    from rich.table import Table
-
     pct = lambda v: f"{v:.0f}%" if v is not None else "-"  # noqa: E731
     table = Table(title="launch estimates (TensorBoard's, from the kernel events' arguments)")
     for col in ("kernel", "SM efficiency", "occupancy", "footprint", "blocks/SM"):
@@ -259,10 +247,6 @@ def _efficiency_table(t: Tables, top: int, name_width: int = 70):
 def render(t: Tables, findings: list[Finding], console, top: int = 15, timeline_trace=None) -> None:
     """The full report; ``timeline_trace``: the annotated copy the findings' timeline commands open
     (default: the trace read)."""
-    from rich.markup import escape
-    from rich.panel import Panel
-    from rich.table import Table
-
     console.print(Panel("\n".join(header_lines(t)), title="trace report", expand=False))
     console.print(_indented([escape(x) for x in headline_lines(t)]))
 
@@ -310,10 +294,6 @@ def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=
     """Where each finding with spans points, as shell lines that open the timeline there. They copy whole:
     the commands fit the console, and a ``T=`` path too long for it is written on one line all the same
     (the terminal wraps it on screen; a folded path would break in the shell)."""
-    from rich.markup import escape
-
-    from common.report.render.timeline_links import timeline_snippet
-
     lines = timeline_snippet(t, findings, trace, width=console.width - 2)
     if lines:
         console.print("[bold]on the timeline[/]: each command opens the trace where its finding points "
@@ -323,7 +303,7 @@ def _print_timeline_commands(t: Tables, findings: list[Finding], console, trace=
 
 
 def _print_roofline(t: Tables, console) -> None:
-    from common.report.render.roofline import roofline_table
+    from common.report.render.roofline import roofline_table  # lazy: 12 ms that --short does without (the full report's roofline table only)
 
     table = roofline_table(t.roofline, console.width)
     if table is not None:
@@ -350,7 +330,6 @@ def short_findings(t: Tables, findings: list[Finding]) -> list[Finding]:
 
 def render_short(t: Tables, findings: list[Finding], console) -> None:
     """Compact, one screen: header, headline numbers, the guess, the first findings (the warnings first)."""
-    from rich.markup import escape
     console.print(f"[bold]trace report[/] {escape(display_path(t.model.path))}")
     console.print(_indented([escape(x) for x in header_facts(t)[1:] + headline_lines(t)]))
     if t.model.window_source == "ProfilerStep" and t.step_rows:
@@ -380,9 +359,6 @@ def render_short(t: Tables, findings: list[Finding], console) -> None:
 def phases_table(t: Tables):
     """The per-annotation table: what one call of each phase costs and dispatches. On a GPU trace the
     first time is the device time of the work a call launched (its median call), then the CPU's wall."""
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title="annotations (per call)",
               caption="kernels and device time: the work launched from inside a call (median call); "
                       "CPU wall: the call's host time (mean)" if t.has_gpu else "CPU wall: the call's host time (mean)")
