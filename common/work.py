@@ -41,7 +41,6 @@ def count(step: Callable[[], object], *, compiled: bool, stand_in: str | None = 
     """One call of ``step()`` counted on fake tensors: the trace's ``work`` description (plain JSON).
     ``stand_in`` says what ``step`` runs instead of the workload, where that cannot run on fake tensors
     (a Triton or Hub kernel: the same operation by plain PyTorch), for the description's ``how``."""
-    import torch  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
     from torch._subclasses.fake_tensor import FakeTensorMode  # lazy: torch, 3.7 s: a lesson answers --help and bad flags without it
 
     how = ", ".join(filter(None, ("fake tensors", "eager" if compiled else None, stand_in)))

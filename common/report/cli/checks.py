@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from common import output
-from common.commands import display_path
 from common.errors import fail
 from common.printable import printable
 from common.report.cli.args import inputs

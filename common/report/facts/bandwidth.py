@@ -36,7 +36,7 @@ from common.report.facts.knob_work import legacy_memory_ops
 from common.report.facts.regime import memory_class
 from common.report.facts.op_bytes import memory_bytes
 from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, MEMORY_OPS
-from common.report.model.build import ANNOTATION, KERNEL, MEMCPY, MEMSET, OP, Model
+from common.report.model.build import ANNOTATION, KERNEL, MEMCPY, OP, Model
 from common.report.model.peaks import peak_of
 
 
@@ -252,7 +252,7 @@ def _kernel_rows(m: Model, memory: np.ndarray, bandwidth: Optional[float]) -> li
     if not units:
         served, units = _count_units(m)
     owner = _owner(m, served)
-    dev, cpu = m.dev, m.cpu
+    dev = m.dev
     mine = (owner >= 0) & (dev.step >= 0)
     clean_kernel = memory & (dev.kind == KERNEL)
     spoiled = set(owner[mine & ~clean_kernel].tolist())  # a call that also ran a GEMM, or a copy of its own bytes
