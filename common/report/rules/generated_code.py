@@ -46,8 +46,8 @@ def generated_code(t: Tables):
                    f"({calls}); the graph's code: {', '.join(map(_shown, modules))}")
     commands = _commands(rows, modules, t.generated_code.threads)
     return Finding("generated_code", message, "; ".join(text for text, _ in commands),
-                   dict(kernels=[_evidence(r) for r in rows[:20]], modules=list(map(_shown, modules)),
-                        library_calls=[dict(name=c.name, module=_shown(path), line=c.line)
+                   dict(kernels=[_evidence(r) for r in rows[:20]], modules=list(map(str, modules)),
+                        library_calls=[dict(name=c.name, module=str(path), line=c.line)
                                        for path, c in t.generated_code.externs],
                         commands=[command for _, command in commands if command]))
 
@@ -150,8 +150,8 @@ def _evidence(r: CodeRow) -> dict:
                 device_pct=rounded(r.device_pct, 2), wall_pct=rounded(r.wall_pct, 2),
                 twice_as_fast_saves_pct=rounded(r.wall_pct / 2, 2), ops=list(r.ops), ops_from=r.ops_from,
                 listed_not_fused=list(r.listed),
-                code=[dict(module=_shown(path), line=line, call_line=call) for path, line, call in r.where],
-                kernel_file=_shown(r.kernel_file) if r.kernel_file else None, runnable_alone=r.runnable_alone,
+                code=[dict(module=str(path), line=line, call_line=call) for path, line, call in r.where],
+                kernel_file=str(r.kernel_file) if r.kernel_file else None, runnable_alone=r.runnable_alone,
                 max_autotune=r.max_autotune, provenance_handle=r.provenance, replayed=r.replayed)
 
 
