@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from common.commands import display_path
 from conftest import REPO, command_env, run_module, run_script, run_torchrun
 
 B, S, D, H = 2, 16, 64, 256  # the MLP's batch, seq, dim, hidden: small, a run takes seconds
@@ -244,4 +245,4 @@ def test_a_compiled_copy_leads_to_its_own_code(copies):
         (code,) = k["code"]
         source = "\n".join(lines[code["line"] - 1:]).split("\n'''", 1)[0]  # the kernel's C++, to its closing quotes
         assert code["module"] == module and f'"{k["name"]}"' in source
-    assert f["evidence"]["commands"] == [f"OMP_NUM_THREADS=1 uv run {module} -p"]
+    assert f["evidence"]["commands"] == [f"OMP_NUM_THREADS=1 uv run {display_path(module)} -p"]  # as printed
