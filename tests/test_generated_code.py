@@ -242,12 +242,12 @@ def test_a_gpu_runs_copies_give_the_line_the_comments_ops_and_the_kernel_command
     module_cmd, alone, tuned = f["evidence"]["commands"]
     shown = display_path(module)  # as the report prints a path: relative to where it runs where that is shorter
     assert module_cmd in (f"uv run --project {REPO} {shown} -p", f"uv run {shown} -p"), module_cmd
-    assert alone.endswith(f" {kernel_file}") and alone.startswith("uv run")
+    assert alone.endswith(f" {display_path(kernel_file)}") and alone.startswith("uv run")
     edit = tuned.split(" && ")[0]
     assert edit.startswith("sed ") and subprocess.run(edit, shell=True, cwd=REPO).returncode == 0
     autotuned = Path(str(kernel_file).removesuffix(".py") + ".max_autotune.py")
     assert "'max_autotune': True," in autotuned.read_text() and "'max_autotune': False" not in autotuned.read_text()
-    assert tuned.endswith(str(autotuned))
+    assert tuned.endswith(display_path(autotuned))
 
 
 # ----------------------------------------------------------------------------- the lesson's side
