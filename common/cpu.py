@@ -111,18 +111,16 @@ def describe(choice: CpuChoice, dtype: str) -> list[str]:
     else:
         lines.append(f"threads {choice.threads} intra-op (steady timings on a shared machine: with more, one "
                      "descheduled thread stalls every parallel op; --threads N to use more cores)")
+    emulation = (f"this CPU ({choice.capability}) emulates it: a {dtype} matmul ran {choice.slowdown:.0f}x slower "
+                 "than fp32 here, so matmuls dominate the timings") if choice.emulated else ""
     if choice.dtype_from_env:
-        lines.append(f"dtype   {dtype} ({DTYPE_ENV})" + (
-            f", but this CPU ({choice.capability}) emulates it: a {dtype} matmul ran {choice.slowdown:.0f}x slower "
-            "than fp32 here, so matmuls dominate the timings" if choice.emulated else ""))
+        lines.append(f"dtype   {dtype} ({DTYPE_ENV})" + (f", but {emulation}" if emulation else ""))
     elif choice.emulated and not choice.dtype_given:
         lines.append(f"dtype   fp32, not the posts' bf16: this CPU ({choice.capability}) has no bf16 matmul "
                      f"instructions, and a bf16 matmul ran {choice.slowdown:.0f}x slower than fp32 here; "
                      "--dtype bf16 to profile the emulation anyway")
     elif choice.emulated:
-        lines.append(f"dtype   {dtype} as given, but this CPU ({choice.capability}) emulates it: a {dtype} "
-                     f"matmul ran {choice.slowdown:.0f}x slower than fp32 here, so matmuls dominate the "
-                     "timings (--dtype fp32 for the posts' CPU story)")
+        lines.append(f"dtype   {dtype} as given, but {emulation} (--dtype fp32 for the posts' CPU story)")
     return lines
 
 
