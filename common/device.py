@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from common.errors import fail
+from common.amounts import fmt_bytes_binary
 
 if TYPE_CHECKING:
     import torch
@@ -73,14 +74,8 @@ def check_fits(elements: int, dtype: "torch.dtype", device: "torch.device") -> N
     need = elements * dtype.itemsize
     have = free_bytes(device)
     if need > MEMORY_HEADROOM * have:
-        fail(f"these shapes need about {_gib(need)} GiB on {device.type}, but only "
-             f"{have / 2**30:.1f} GiB is free; use smaller sizes")
-
-
-def _gib(size: int) -> str:
-    """Bytes in GiB for a message, whatever their number (``--size 10**160`` has no float)."""
-    gib = size >> 30
-    return f"{size / 2**30:.1f}" if gib < 10**15 else f"10^{len(str(gib)) - 1}"
+        fail(f"these shapes need about {fmt_bytes_binary(need)} on {device.type}, but only "
+             f"{fmt_bytes_binary(have)} is free; use smaller sizes")
 
 
 def check_compiler() -> None:

@@ -32,6 +32,7 @@ from common.errors import BadInput, fail
 from common.knobs import JobKnobs
 from common.lesson import Lesson, lesson_main, setup
 from common.paths import Variant, annotated_file, html_file, trace_file
+from common.amounts import fmt_bytes_decimal
 
 DEFAULT_RANKS = 2  # the README's launch: torchrun --standalone --nproc-per-node 2
 
@@ -120,7 +121,7 @@ class DdpLesson(Lesson):
         c = self.console
         c.print(f"[bold]wrote[/] one table and one trace per rank ({self.ranks.world_size} ranks):")
         for path in self.job_traces:
-            size = f"  ({path.stat().st_size / 1e6:.2f} MB)" if path.exists() else ""
+            size = f"  ({fmt_bytes_decimal(path.stat().st_size)})" if path.exists() else ""
             c.print(f"  {escape(display_path(path))}{size}", soft_wrap=True)
         self.say_totals(table, who="rank 0: ")
 

@@ -41,6 +41,7 @@ from common.knobs import METADATA_KEY, RunKnobs
 from common.work import call_flops, count, describe_work
 from common.progress import Progress
 from common.paths import Variant, annotated_file, html_file, make_tag, mode_label, table_file, trace_file
+from common.amounts import fmt_bytes_decimal
 
 # Kineto prints its own stage and USDT log lines to stderr; silence them (set before torch is imported).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -205,7 +206,7 @@ class Lesson:
         c = self.console
         c.print(f"[bold]wrote[/] {escape(display_path(self.table_path))}")
         c.print(f"[bold]wrote[/] {escape(display_path(self.trace_path))}  "
-                f"({self.trace_path.stat().st_size / 1e6:.2f} MB)")
+                f"({fmt_bytes_decimal(self.trace_path.stat().st_size)})")
         for copy in inductor_source.copies_beside(self.trace_path) if self.args.compile else ():
             c.print(f"[bold]wrote[/] {escape(display_path(copy))}  (Inductor's compiled module, from its cache: "
                     "the generated kernels' code; the report points into it)")

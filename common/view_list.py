@@ -7,13 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-from rich.filesize import decimal
 from rich.markup import escape
 from rich.table import Table
 
 from common.commands import display_path, shorten, uv_run
 from common.errors import fail
 from common.paths import TRACE_SUFFIXES, parse_tag
+from common.amounts import fmt_bytes_decimal
 
 
 def find_traces(root: Path) -> list[Path]:
@@ -58,7 +58,7 @@ def list_traces(root: Path, console: Console | None = None) -> int:
         info = p.stat()
         modified = datetime.fromtimestamp(info.st_mtime).strftime("%Y-%m-%d %H:%M")
         table.add_row(escape(display_path(p)))
-        table.add_row(f"  [dim]{escape(_knobs_text(p.name))}; {decimal(info.st_size)}, {modified}[/]")
+        table.add_row(f"  [dim]{escape(_knobs_text(p.name))}; {fmt_bytes_decimal(info.st_size)}, {modified}[/]")
     console.print(table)
     console.print(f"open one: [cyan]{escape(uv_run('-m', 'common.view', 'TRACE'))}[/]")
     return 0

@@ -34,6 +34,7 @@ torch is imported by the functions: the lessons import this module before torch.
 from __future__ import annotations
 
 import contextlib
+from common.amounts import fmt_bytes_decimal, fmt_flops
 from typing import Any, Callable
 
 
@@ -267,13 +268,5 @@ def describe_work(work: dict) -> str:
     calls = sum(int(r.get("calls") or 0) for r in rows)
     flops = call_flops(work) or 0
     moved = sum((int(r.get("read") or 0) + int(r.get("written") or 0)) * int(r.get("calls") or 0) for r in rows)
-    return (f"work    one call of step(): {calls} aten ops, {_si(flops)}FLOP, {_si(moved)}B read and written at "
-            f"least (counted on {work['how']}, before profiling; the report reads it)")
-
-
-def _si(n: float) -> str:
-    """``1.2 G``: three significant digits and a decimal prefix."""
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {prefix}"
-    return f"{n:.3g} "
+    return (f"work    one call of step(): {calls} aten ops, {fmt_flops(flops)}, {fmt_bytes_decimal(moved, figures=3)} "
+            f"read and written at least (counted on {work['how']}, before profiling; the report reads it)")

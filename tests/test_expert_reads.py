@@ -88,7 +88,7 @@ def test_memory_bound_kernels_show_their_bandwidth_a_lower_bound_against_the_car
     assert rows["softmax"]["pct_of_bandwidth"] == pytest.approx(56, abs=0.5)
     assert rows["mul"]["pct_of_bandwidth"] == pytest.approx(89, abs=1)
     msg = _rule(findings, "memory_bandwidth").message
-    assert "a lower bound" in msg and "against the H100 SXM's 3,350 GB/s" in msg and "by the lesson's knobs" in msg
+    assert "a lower bound" in msg and "against the H100 SXM's 3.35 TB/s" in msg and "by the lesson's knobs" in msg
     assert "1.38 TB/s, 41.1%" in msg and "2.99 TB/s, 89" in msg
     if run == "attn_naive":
         assert rows["copy"]["source"] == "copy" and "3.00 TB/s, 89.6%" in msg
@@ -261,6 +261,6 @@ def test_decode_is_memory_bound_on_any_card_with_its_achieved_bandwidth(tmp_path
         assert decode.bound == "memory" and prefill.bound is None
         assert decode.pct_of_bandwidth == pytest.approx(100 * decode.row.gbs / gbs)
         f = _rule(findings, "roofline")
-        share = f"{decode.pct_of_bandwidth:.1f}% of the {gbs:,.0f} GB/s bandwidth"
+        share = f"{decode.pct_of_bandwidth:.1f}% of the {gbs / 1e3:.2f} TB/s bandwidth"  # the datasheet's 3.35, 4.80
         assert f"memory-bound, moving its operation's bytes at {decode.row.gbs:.0f} GB/s, {share}" in f.message
         assert "neither roof is near" not in f.message

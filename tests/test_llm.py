@@ -376,7 +376,7 @@ def test_weights_and_cache_too_big_refused_before_allocating(lesson_cli, tmp_pat
     argv = ["--batch", "100000000", "--trace_dir", str(tmp_path / "traces")]
     p = llm.plan(lesson_cli.parse_args(argv))
     assert p.elements > 2 * 4 * 10**8 * 4 * (128 + 32) * 32  # keys and values, 4 layers, 4 KV heads of 32
-    with pytest.raises(BadInput, match=r"these shapes need about [\d,.]+ GiB on cpu"):
+    with pytest.raises(BadInput, match=r"these shapes need about [\d,.]+ [KMG]iB on cpu"):
         setup(lesson_cli.parse_args([*argv, "--device", "cpu"]), shape=p.shape, elements=p.elements,
               variants=p.variants)
     assert not (tmp_path / "traces").exists()

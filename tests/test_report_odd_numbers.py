@@ -229,3 +229,16 @@ def test_a_step_of_nothing_is_no_ratio_and_no_negative_zero():
     assert b.vary_text() == "vary from 0.0 µs to 289 µs"
     why = TwoRuns(Spread((100.0, 101.0, 102.0)), b).why_not_apart
     assert "vary from 0.0 µs to 289 µs" in why and "x (" not in why and "-0.0" not in why
+
+
+@pytest.mark.parametrize("amount, decimal, binary", [
+    (4 * 10**14, "400.0 TB", "372,529.03 GiB"),  # --size 10000000: a float still holds it
+    (4 * 10**320, "10^320 B", "10^311 GiB"),  # no float holds it: its power of ten, never an OverflowError
+    (-(10**400), "-10^400 B", "-10^390 GiB"),
+    (float("inf"), "n/a", "n/a"),
+], ids=["4e14", "4e320", "-1e400", "inf"])
+def test_a_size_beyond_any_float_is_written_by_its_power_of_ten(amount, decimal, binary):
+    """The suite's byte formatters (common.amounts) write any whole number a shape can multiply to."""
+    from common.amounts import fmt_bytes_binary, fmt_bytes_decimal
+
+    assert (fmt_bytes_decimal(amount), fmt_bytes_binary(amount)) == (decimal, binary)

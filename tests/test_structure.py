@@ -393,34 +393,39 @@ def test_no_two_modules_are_one_word_in_two_forms():
     assert not inflected_pairs(p.stem for p in COMMON.rglob("*.py"))
 
 
-SCALED_BYTES = re.compile(r"^\s*[kMGTP]i?B\b(?!/)")  # a size written with a unit prefix: kB, MB, GiB (not GB/s)
+SCALED_BYTES = re.compile(r"^\s*[kMGTP]i?B\b")  # a size or rate written with a unit prefix: kB, MB, GiB, GB/s
 
 
 def inline_byte_formats(path) -> list[str]:
-    """Each f-string of a module that writes a number followed by a prefixed byte unit (``f"{b / 1e6:.1f} MB"``):
-    a byte formatter of its own."""
+    """Each f-string of a module that writes a number followed by a prefixed byte unit (``f"{b / 1e6:.1f} MB"``,
+    ``f"{gbs:.0f} GB/s"``): a byte formatter of its own."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.JoinedStr):
             pairs = zip(node.values, node.values[1:])
-            out += [f"{path.name}:{node.lineno}: {ast.unparse(node)}" for a, b in pairs
+            out += [f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}" for a, b in pairs
                     if isinstance(a, ast.FormattedValue) and isinstance(b, ast.Constant) and SCALED_BYTES.match(b.value)
                     and "named" not in ast.unparse(a)]
     return out
 
 
-def test_the_report_writes_bytes_with_its_formatters():
-    """Issue 39: one formatter per unit, named for it (units.fmt_bytes_decimal, fmt_bytes_binary, fmt_bytes_exact);
-    no module writes a size in MB or GiB its own way (the size a device's name says, "80 GB", is quoted, not
-    formatted)."""
-    found = [hit for p in REPORT.rglob("*.py") if p.name != "units.py" for hit in inline_byte_formats(p)]
-    found += [f"{p.name}: def {n.name}" for p in REPORT.rglob("*.py") if p.name != "units.py"
-              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and "bytes" in n.name
+BYTE_FORMATTERS = {COMMON / "amounts.py": ["fmt_bytes_binary", "fmt_bytes_decimal", "fmt_bytes_exact"],
+                   REPORT / "rates.py": ["fmt_gbs"]}  # sizes in bytes; bytes per second
+
+
+def test_the_suite_writes_bytes_with_its_formatters():
+    """Issue 39: one formatter per unit, named for it (amounts.fmt_bytes_decimal, fmt_bytes_binary, fmt_bytes_exact;
+    rates.fmt_gbs); no module of the report, the lessons' console or the viewer writes a size in MB or GiB, or a
+    rate in GB/s, its own way (the size a device's name says, "80 GB", is quoted, not formatted)."""
+    modules = [p for p in (*COMMON.rglob("*.py"), *REPO.glob("[0-9]*.py")) if p not in BYTE_FORMATTERS]
+    found = [hit for p in modules for hit in inline_byte_formats(p)]
+    found += [f"{p.name}: def {n.name}" for p in modules for n in ast.walk(ast.parse(p.read_text()))
+              if isinstance(n, ast.FunctionDef) and ("bytes" in n.name or "gbs" in n.name)
               and n.name.startswith(("fmt", "_fmt"))]
     assert not found, found
-    units = ast.parse((REPORT / "units.py").read_text())
-    formatters = sorted(n.name for n in units.body if isinstance(n, ast.FunctionDef) and "bytes" in n.name)
-    assert formatters == ["fmt_bytes_binary", "fmt_bytes_decimal", "fmt_bytes_exact"]
+    for path, names in BYTE_FORMATTERS.items():
+        tree = ast.parse(path.read_text())
+        assert sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names) == names
 
 
 def lazy_imports_without_a_reason(path) -> list[str]:

@@ -16,8 +16,8 @@ one only (each folder's ``__init__`` says what comes in and what goes out):
     render/   Tables and findings -> rich text, JSON, HTML, the annotated trace, the glance table
     compare/  two runs' Tables -> what changed, with a control;  job/  every rank of one job
 
-Shared by every stage: :mod:`.findings` (``Finding``, ``Span``), :mod:`.units` and :mod:`.rates` (how
-numbers are written).
+Shared by every stage: :mod:`.findings` (``Finding``, ``Span``); :mod:`.units`, :mod:`.rates` and
+:mod:`common.amounts` (how numbers are written).
 
 The ways in, one way round (they call the stages; no stage calls them): :mod:`.pipeline` runs one trace
 through the stages (``tables_of``, ``analyze``, ``report_json``); :mod:`.cli` is the command line

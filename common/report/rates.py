@@ -1,41 +1,28 @@
-"""How the roofline's numbers are written: FLOPs, FLOP/s and bytes/s with a unit that suits them (sizes in bytes:
-:mod:`.units`)."""
+"""How the roofline's rates are written: FLOP/s and bytes/s with a unit that suits them (FLOPs and sizes in bytes:
+:mod:`common.amounts`)."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-HUGE = 1e6  # a value this many of its largest unit (an impossible one, flagged) is written 1.23e+45, not in 46 digits
+from common.amounts import HUGE, scaled
 
-
-def _scaled(x: float, units: tuple) -> str:
-    for scale, unit in units:
-        if abs(x) >= scale:
-            value = x / scale
-            return f"{value:,.0f} {unit}" if 100 <= value < HUGE else f"{value:.3g} {unit}"
-    return f"{x:.3g} {units[-1][1]}" if x else f"0 {units[-1][1]}"
-
-
-def fmt_flops(x: Optional[float]) -> str:
-    """FLOPs: ``268 GFLOP``, ``524 kFLOP``."""
-    if x is None:
-        return "n/a"
-    return _scaled(float(x), ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"),
-                              (1.0, "FLOP")))
 
 
 def fmt_tflops(x: Optional[float]) -> str:
     """A rate given in TFLOP/s, in TFLOP/s from 1 up, in GFLOP/s (or MFLOP/s) below."""
     if x is None:
         return "n/a"
-    return _scaled(float(x) * 1e12, ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")))
+    return scaled(float(x) * 1e12, ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")))
 
 
 def fmt_gbs(x: Optional[float]) -> str:
-    """A bandwidth given in GB/s."""
+    """A bandwidth given in GB/s, three figures kept where they are zeros (decimal units, as a card's datasheet
+    gives them): ``3.00 TB/s``, ``289 GB/s``, ``1.20 GB/s``."""
     if x is None:
         return "n/a"
-    return _scaled(float(x) * 1e9, ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")))
+    return scaled(float(x) * 1e9, ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")),
+                   zeros=True)
 
 
 def fmt_pct(x: Optional[float]) -> str:

@@ -1,7 +1,5 @@
-"""How the report writes numbers: durations and sizes with a unit that suits them, rounded evidence, JSON-safe
-values. Sizes in bytes have one formatter per kind of unit, named for it: :func:`fmt_bytes_decimal` (kB, MB, GB:
-powers of 1000, as file sizes and bandwidths are given), :func:`fmt_bytes_binary` (KiB, MiB, GiB: powers of 1024,
-as the allocator and the memory view count) and :func:`fmt_bytes_exact` (every byte)."""
+"""How the report writes numbers: durations with a unit that suits them, rounded evidence, JSON-safe values (sizes
+in bytes: :mod:`common.amounts`, which the lessons and the viewer share; rates: :mod:`.rates`)."""
 
 from __future__ import annotations
 
@@ -22,46 +20,6 @@ def fmt_us(x) -> str:
     if abs(x) >= 10:
         return f"{x:.0f} µs"
     return f"{x:.1f} µs"
-
-
-DECIMAL_UNITS = (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
-BINARY_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-
-
-def fmt_bytes_decimal(x, figures: int | None = None) -> str:
-    """A size in bytes with a decimal unit: one decimal (``4 B``, ``33.6 MB``, ``412.6 kB``), or with ``figures``
-    significant figures, whole from ten to the ``figures`` on (``figures=3``: ``538 MB``, ``24.6 kB``, ``1 MB``);
-    ``n/a`` for None."""
-    if x is None or not math.isfinite(float(x)):
-        return "n/a"
-    x = float(x)
-    if figures is None:
-        for unit, scale in DECIMAL_UNITS:
-            if abs(x) >= scale:
-                return f"{x / scale:.1f} {unit}"
-        return f"{x:.0f} B"
-    for unit, scale in (*DECIMAL_UNITS, ("B", 1.0)):
-        if abs(x) >= scale:
-            value = x / scale
-            return f"{value:,.0f} {unit}" if abs(value) >= 10 ** (figures - 1) else f"{value:.{figures}g} {unit}"
-    return f"{x:.{figures}g} B" if x else "0 B"
-
-
-def fmt_bytes_binary(x) -> str:
-    """A size in bytes with a binary unit: ``512 B``, ``128.0 KiB``, ``2.60 GiB`` (two decimals in GiB; a
-    negative size signed; ``n/a`` for None)."""
-    if x is None or not math.isfinite(float(x)):
-        return "n/a"
-    sign, x = ("-" if x < 0 else ""), abs(float(x))
-    for unit, scale in BINARY_UNITS:
-        if x >= scale:
-            return f"{sign}{x / scale:,.{2 if unit == 'GiB' else 1}f} {unit}"
-    return f"{sign}{x:,.0f} B"
-
-
-def fmt_bytes_exact(x) -> str:
-    """A size in bytes, every one of them: ``1,048,576 B``."""
-    return f"{x:,.0f} B"
 
 
 def rounded(x, digits: int = 1):

@@ -16,7 +16,7 @@ from common.errors import fail, BadInput
 from common.report.cli.args import DEFAULT_TOP
 from common.report.load.inputs import STDIN, shorten
 from common.report.pipeline import analyze, steps_of
-from common.report.units import fmt_bytes_decimal
+from common.amounts import fmt_bytes_decimal
 
 GLANCE_SUFFIXES = (".json", ".json.gz")  # what --glance reads under a folder
 

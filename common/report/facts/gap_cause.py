@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from common.report.model.build import KERNEL, MEMCPY, MEMSET, Model
-from common.report.units import fmt_bytes_decimal
+from common.amounts import fmt_bytes_decimal
 
 SHOWN = 3  # CPU events named, longest overlap first
 

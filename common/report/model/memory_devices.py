@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from common.report.units import fmt_bytes_binary
+from common.amounts import fmt_bytes_binary
 
 CPU, GPU = 0, 1  # the profiler's DeviceType
 MAX_GPU_INDEX = (1 << 16) - 1

@@ -12,7 +12,7 @@ from rich.table import Table
 from common.report.facts.guess import AS_GUESSED, MISSING
 from common.report.model.names import short_name
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes_decimal
+from common.amounts import fmt_bytes_decimal
 
 MARKS = {MISSING: "[red]✗ missing[/]", AS_GUESSED: "[green]✓ as guessed[/]"}
 NOT_GUESSED_MARK = "[yellow]+ not guessed[/]"

@@ -18,7 +18,8 @@ from common.report.render.plots import Plot, grouped_steps, horizontal_bars, spr
 from common.report.findings import Finding
 from common.report.render.step_series import breakdown_series, pair_series, spread_series, spread_title
 from common.report.render.timeline_links import view_command
-from common.report.units import fmt_us, fmt_bytes_binary
+from common.report.units import fmt_us
+from common.amounts import fmt_bytes_binary
 from common.commands import display_path
 from common.output import write_file
 from common.report.render.compare import device_work_rows, left_out_line, op_rows
@@ -156,7 +157,7 @@ def _roofline_table(t: Tables) -> str:
     r = t.roofline
     if r is None or not r.rows:
         return ""
-    return (f'<h2 id="roofline-table">Roofline</h2>' + _table(list(HEAD[:-1]) + [HEAD[-1]], table_rows(r), 2)
+    return ('<h2 id="roofline-table">Roofline</h2>' + _table(list(HEAD[:-1]) + [HEAD[-1]], table_rows(r), 2)
             + f'<p class="hint">{html.escape(caption(r))}</p>')
 
 

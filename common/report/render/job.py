@@ -17,7 +17,8 @@ from rich.table import Table
 
 from common.commands import display_path, uv_run
 from common.report.job.result import JobReport, RankSummary
-from common.report.units import fmt_bytes_decimal, fmt_us, json_ready
+from common.report.units import fmt_us, json_ready
+from common.amounts import fmt_bytes_decimal
 
 STEP_TABLE_MAX_RANKS = 4  # the per-step table's cells hold two numbers: 4 ranks fit 80 columns
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from common.report.model.impossible import LEFT_OUT
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes_binary
+from common.amounts import fmt_bytes_binary
 
 OP_ROWS = 8
 

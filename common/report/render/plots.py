@@ -18,7 +18,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 
-from common.report.units import BINARY_UNITS
+from common.amounts import BINARY_UNITS
 
 BARS_MAX = 120  # steps drawn as bars, one each; past this, stacked areas
 HOVER_VALUES = 50  # per-step values listed in a hover title

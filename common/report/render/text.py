@@ -19,7 +19,8 @@ from common.report.render.memory import render_memory, short_line
 from common.report.facts.tables import Tables
 from common.report.render.guess import guess_table
 from common.report.findings import Finding
-from common.report.units import fmt_bytes_decimal, fmt_us
+from common.report.units import fmt_us
+from common.amounts import fmt_bytes_decimal
 from common.report.render.timeline_links import timeline_snippet
 
 

@@ -7,8 +7,9 @@ from common.report.facts.bandwidth import MemoryRate
 from common.report.facts.tables import Tables
 from common.report.findings import Finding
 from common.report.model import names as trace_names
-from common.report.rates import fmt_pct
-from common.report.units import fmt_bytes_decimal, fmt_us, rounded
+from common.report.rates import fmt_gbs, fmt_pct
+from common.report.units import fmt_us, rounded
+from common.amounts import fmt_bytes_decimal
 
 SHOWN_FROM = 0.05  # a row holding this share of the steps' device time or more is said
 NEAR_PCT = 80.0  # at this share of the bandwidth or more, a pass is as fast as its bytes allow
@@ -16,11 +17,6 @@ SMALL_BYTES = 1e6  # a call moving less cannot keep the memory busy: its time is
 MOST = 5  # rows said at most
 SOURCES = {"record_shapes": "by the recorded shapes", "count": "by the workload's count", "knobs": "by the lesson's knobs",
            "copy": "a copy's own bytes, read and written"}
-
-
-def _rate(gbs: float) -> str:
-    """``3.00 TB/s``, ``289 GB/s``, ``1.2 GB/s``: three figures, kept where they are zeros."""
-    return f"{gbs / 1e3:.2f} TB/s" if gbs >= 1e3 else f"{gbs:.0f} GB/s" if gbs >= 10 else f"{gbs:.2g} GB/s"
 
 
 def _row(r: MemoryRate) -> str:
@@ -31,7 +27,7 @@ def _row(r: MemoryRate) -> str:
     share = f", {fmt_pct(r.pct_of_bandwidth)}" if r.pct_of_bandwidth is not None else ""
     per_call = r.bytes / r.events
     small = ": too little a call to keep the memory busy" if per_call < SMALL_BYTES else ""
-    return (f"{name} ({op}{', ' + r.annotation if r.annotation else ''}) {_rate(r.gbs)}{share} "
+    return (f"{name} ({op}{', ' + r.annotation if r.annotation else ''}) {fmt_gbs(r.gbs)}{share} "
             f"({fmt_bytes_decimal(per_call, figures=3)} a call in {fmt_us(r.time_us / r.events)}{small})")
 
 
@@ -53,7 +49,7 @@ def memory_bandwidth(t: Tables):
     if not rows:
         return None
     sources = "; ".join(dict.fromkeys(SOURCES[r.source] for r in rows))
-    card = f" against the {t.bandwidth.card}'s {bandwidth:,.0f} GB/s" if bandwidth else ""
+    card = f" against the {t.bandwidth.card}'s {fmt_gbs(bandwidth)}" if bandwidth else ""
     covered = sum(r.time_us for r in rows)
     msg = (f"memory-bound kernels in bytes per second{card} (a lower bound: the least bytes of each op, its inputs "
            f"read once and its output written once, {sources}; over the kernels' time): "

@@ -7,7 +7,8 @@ import math
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes_decimal, fmt_us
+from common.report.units import fmt_us
+from common.amounts import fmt_bytes_decimal
 
 
 def hidden_dtod_copy(t: Tables):

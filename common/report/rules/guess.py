@@ -8,7 +8,7 @@ from common.report.model import names as trace_names
 from common.report.facts.guess import AS_GUESSED, MISSING, NOT_GUESSED
 from common.report.findings import Finding, in_window
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes_decimal
+from common.amounts import fmt_bytes_decimal
 
 
 def seen_name(item, depth: int = 1) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 from common.dtypes import ELEMENT_BYTES
 from common.report.facts import knob_work, workload
 from common.report.findings import Finding
-from common.report.units import fmt_bytes_exact
+from common.amounts import fmt_bytes_exact
 from common.report.facts.tables import Tables
 
 ROUNDING = 512  # the CUDA caching allocator rounds blocks up to 512 B: a scores block may be that much larger

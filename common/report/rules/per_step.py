@@ -9,7 +9,8 @@ from common.report.model.build import PYTHON
 from common.report.rules.judge import first_step, steady_work
 from common.report.facts.steadiness import COLD, PROFILER
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes_decimal, fmt_us
+from common.report.units import fmt_us
+from common.amounts import fmt_bytes_decimal
 
 
 def ops_per_call(ops, n: int = 3, t: Tables | None = None) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from common.report.rates import fmt_flops, fmt_gbs, fmt_pct, fmt_tflops
+from common.amounts import fmt_flops
+from common.report.rates import fmt_gbs, fmt_pct, fmt_tflops
 from common.report.facts.knob_work import ATTENTION, GEMMS
 from common.report.facts.roofline import KNOB_ROWS, KNOBS_OP, LOW_INTENSITY, NEAR_ROOF_PCT, Judged, row_json
 from common.report.findings import Finding
@@ -146,7 +147,7 @@ def roofline(t: Tables):
     if far_under:  # under LOW_INTENSITY: memory-bound on any card, however slow its kernels
         bound = (f"; intensity {row.intensity:.3g} FLOP/byte, under every GPU's ridge point (this one's: "
                  f"{top.ridge:,.0f}): memory-bound, moving its operation's bytes at {fmt_gbs(row.gbs)}, "
-                 f"{fmt_pct(top.pct_of_bandwidth)} of the {r.peak.memory_gbs:,.0f} GB/s bandwidth")
+                 f"{fmt_pct(top.pct_of_bandwidth)} of the {fmt_gbs(r.peak.memory_gbs)} bandwidth")
     elif top.bound is not None:
         side, roof = ("below", "memory-bandwidth roof") if top.bound == "memory" else ("above", "compute roof")
         bound = (f"; intensity {row.intensity:,.1f} FLOP/byte, {side} the ridge point ({top.ridge:,.0f}): under "

@@ -5,7 +5,8 @@ from __future__ import annotations
 from common.paths import LARGE_TRACE_BYTES
 from common.report.findings import Finding
 from common.report.facts.tables import Tables
-from common.report.units import fmt_bytes_decimal, fmt_us, rounded
+from common.report.units import fmt_us, rounded
+from common.amounts import fmt_bytes_decimal
 
 
 def no_device_lane(t: Tables):
