@@ -140,6 +140,7 @@ class WarmStart:
         self.socket: str | None = None
         self.env: dict = {}  # the server's environment: what a run must match to fork from it
         self.failed = os.environ.get("LESSONS_COLD") == "1"
+        self.forks = 0  # runs forked from the server in this process (tests/test_warm_start.py counts them)
 
     def _start(self) -> bool:
         with self.lock:
@@ -184,6 +185,7 @@ class WarmStart:
                         os.kill(pid, signal.SIGKILL)
                     raise subprocess.TimeoutExpired(argv, timeout) from None
             status = reply.get("status", -signal.SIGKILL)  # the child died without a word: killed
+            self.forks += 1
             read = lambda name: Path(out, name).read_text(errors="replace") if Path(out, name).exists() else ""
             return subprocess.CompletedProcess(argv, status, read("stdout"), read("stderr"))
 

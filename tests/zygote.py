@@ -25,11 +25,13 @@ import sys
 
 # What a run may change and still fork from the server: variables nothing reads while torch imports (the
 # terminal's width, the Hub's settings: the server imports no Hub library; the lessons' CPU dtype; torchrun's
-# rank variables, which torch.distributed reads when a process group starts). Any other difference (threads,
-# CXX, which Inductor reads at import, CUDA's or Python's settings) gets a plain subprocess.
+# rank variables, which torch.distributed reads when a process group starts; Inductor's cache folder, read
+# each time Inductor asks for it, and set into os.environ by the first ask: a test process that has touched
+# Inductor once carries it, and every run after would start cold). Any other difference (threads, CXX, which
+# Inductor reads at import, CUDA's or Python's settings) gets a plain subprocess.
 MAY_DIFFER = frozenset({"COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "HF_HUB_OFFLINE", "HF_HOME",
                         "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE", "PYTEST_CURRENT_TEST", "LESSONS_CPU_DTYPE",
-                        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+                        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHINDUCTOR_CACHE_DIR"})
 
 
 def can_warm_start(env: dict, server_env: dict) -> bool:
