@@ -12,13 +12,23 @@ import pytest
 from conftest import WARM, run_script
 
 
+WRITTEN_IN_PROCESS = {
+    # Inductor's first look at its cache folder (torch/_inductor/runtime/cache_dir_utils.py): a test process that
+    # compiled anything in-process carries it from then on
+    "TORCHINDUCTOR_CACHE_DIR": os.path.join("/tmp", "torchinductor_someone"),
+    # common/llm.py's setup, which tests/test_llm.py calls in-process
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+}
+
+
 @pytest.mark.skipif(os.environ.get("LESSONS_COLD") == "1", reason="LESSONS_COLD=1 asks for cold runs")
-def test_a_run_after_inductor_set_its_cache_folder_still_forks_warm(tmp_path, monkeypatch):
-    """Inductor's first look at its cache folder writes TORCHINDUCTOR_CACHE_DIR into os.environ
-    (torch/_inductor/runtime/cache_dir_utils.py): a test process that ran anything compiled in-process carries it
-    from then on. Every lesson run after it started cold (10 of test_bad_input's 22 cases, 3 s of CPU each)."""
+@pytest.mark.parametrize("name", list(WRITTEN_IN_PROCESS))
+def test_a_run_after_a_library_wrote_into_os_environ_still_forks_warm(tmp_path, monkeypatch, name):
+    """What torch or transformers write into a test process's os.environ, read where it is used, never while
+    torch imports: a run still forks from the server. Every lesson run after it started cold (10 of
+    test_bad_input's 22 cases, 3 s of CPU each; 29 report runs after test_llm's in-process setup)."""
     run_script("01_matmul_add.py", "--size", "0", trace_dir=tmp_path / "before")  # the server, started if not yet
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.join("/tmp", "torchinductor_someone"))
+    monkeypatch.setenv(name, WRITTEN_IN_PROCESS[name])
     forks = WARM.forks
     run = run_script("02_linear.py", "--device", "cuda", trace_dir=tmp_path / "after")
     assert run.returncode == 2 and "CUDA is not available" in run.stderr
