@@ -193,6 +193,22 @@ class WarmStart:
 WARM = WarmStart()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def environment_stays_warm():
+    """After the last test of a test process: its os.environ still lets a run fork from the warm server. A test,
+    or library code it runs in-process, that writes a variable into os.environ for good (Inductor's cache folder,
+    transformers' advisory switch) made every lesson run after it a plain process, 3 s of CPU each, and nothing
+    failed: now the session errs, naming the variable (monkeypatch.setenv sets one for one test; a variable
+    torch never reads at import belongs in zygote.MAY_DIFFER)."""
+    yield
+    if WARM.server is not None and not WARM.failed:
+        from zygote import MAY_DIFFER
+
+        env = command_env()
+        drift = sorted(k for k in (set(env) | set(WARM.env)) - MAY_DIFFER if env.get(k) != WARM.env.get(k))
+        assert not drift, f"os.environ gained or lost {drift} in this test process: every run after started cold"
+
+
 def module_command(module: str, *args) -> list[str]:
     """``python -m MODULE ARGS`` with this interpreter (a Popen of a long-running command uses it too)."""
     return [sys.executable, "-m", module, *map(str, args)]

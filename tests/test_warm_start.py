@@ -13,8 +13,8 @@ from conftest import WARM, run_script
 
 
 WRITTEN_IN_PROCESS = {
-    # Inductor's first look at its cache folder (torch/_inductor/runtime/cache_dir_utils.py): a test process that
-    # compiled anything in-process carries it from then on
+    # Inductor's first look at its cache folder (its cache_dir(), which sets the variable where it is unset): a
+    # test process that compiled anything in-process carries it from then on
     "TORCHINDUCTOR_CACHE_DIR": os.path.join("/tmp", "torchinductor_someone"),
     # common/llm.py's setup, which tests/test_llm.py calls in-process
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
