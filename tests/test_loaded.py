@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import REPO, run_module
+from conftest import BIG_SIZE, CPU_DTYPE_EMULATED, REPO, run_module
 
 LOAD_SECONDS = 240  # the load ends by itself after this, whatever happens to the test
 
@@ -35,7 +35,7 @@ def load():
 
 LINEAR = ("--in_dim", "256", "--out_dim", "256", "--batch", "64")
 PLAN = {"64": ("01_matmul_add.py", "--size", "64"), "64x8": ("01_matmul_add.py", "--size", "64", "--batch", "8"),
-        "2048": ("01_matmul_add.py", "--size", "2048", "--warmup"), "linear": ("02_linear.py", *LINEAR),
+        "2048": ("01_matmul_add.py", "--size", str(BIG_SIZE), "--warmup"), "linear": ("02_linear.py", *LINEAR),
         "linear_compiled": ("02_linear.py", *LINEAR, "--compile")}
 
 
@@ -70,12 +70,15 @@ def test_size_64_reads_overhead_bound_or_cannot_tell(loaded):
 
 
 def test_batched_64_is_never_compute_bound(loaded):
+    if CPU_DTYPE_EMULATED:  # LESSONS_CPU_DTYPE=bf16 on a CPU without bf16 matmuls
+        pytest.skip("an emulated bf16 bmm of 8 64x64 matrices takes about 16 ms a call: compute-bound indeed")
     found = loaded["64x8"]["rules"]
     assert "compute_bound" not in found, found.get("compute_bound")
 
 
 def test_size_2048_warm_reads_compute_bound(loaded):
-    """P1: a big matmul is compute-bound, and a busy machine does not hide it."""
+    """P1: a big matmul is compute-bound, and a busy machine does not hide it (512, not 2048, where the CPU
+    emulates the dtype: 28 s a call, and the run would outlast its timeout)."""
     found = loaded["2048"]["rules"]
     assert "compute_bound" in found, sorted(found)
     assert "overhead_bound" not in found
