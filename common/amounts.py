@@ -1,7 +1,8 @@
 """How the whole suite writes an amount, the lessons' console, the viewer and the report alike: FLOPs
-(:func:`fmt_flops`) and sizes in bytes, one formatter per kind of unit, named for it. :func:`fmt_bytes_decimal` (kB, MB, GB: powers of 1000, as file sizes and bandwidths
-are given), :func:`fmt_bytes_binary` (KiB, MiB, GiB: powers of 1024, as the allocator and the memory view count) and
-:func:`fmt_bytes_exact` (every byte)."""
+(:func:`fmt_flops`) and sizes in bytes, one formatter per kind of unit, named for it: :func:`fmt_bytes_decimal`
+(kB, MB, GB: powers of 1000, as file sizes and bandwidths are given), :func:`fmt_bytes_binary` (KiB, MiB, GiB:
+powers of 1024, as the allocator and the memory view count) and :func:`fmt_bytes_exact` (every byte). Rates
+(FLOP/s, GB/s): :mod:`common.report.rates`."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def fmt_bytes_decimal(x, figures: int | None = None) -> str:
 
 def fmt_bytes_binary(x) -> str:
     """A size in bytes with a binary unit: ``512 B``, ``128.0 KiB``, ``2.60 GiB`` (two decimals in GiB; a
-    negative size signed; ``n/a`` for None); a whole number too big for a float (what ``--size 10**160`` asks for)
-    by its power of ten: ``10^311 GiB``."""
+    negative size signed; ``n/a`` for None); a whole number too big for a float by its power of ten:
+    ``10^311 GiB``."""
     if isinstance(x, int) and abs(x) >> 1000:
         return f"{'-' if x < 0 else ''}10^{len(str(abs(x) >> 30)) - 1} GiB"
     if x is None or not math.isfinite(float(x)):

@@ -202,10 +202,9 @@ def environment_stays_warm():
     torch never reads at import belongs in zygote.MAY_DIFFER)."""
     yield
     if WARM.server is not None and not WARM.failed:
-        from zygote import MAY_DIFFER
+        from zygote import differences
 
-        env = command_env()
-        drift = sorted(k for k in (set(env) | set(WARM.env)) - MAY_DIFFER if env.get(k) != WARM.env.get(k))
+        drift = differences(command_env(), WARM.env)
         assert not drift, f"os.environ gained or lost {drift} in this test process: every run after started cold"
 
 

@@ -36,10 +36,15 @@ MAY_DIFFER = frozenset({"COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "
                         "TRANSFORMERS_NO_ADVISORY_WARNINGS"})
 
 
+def differences(env: dict, server_env: dict) -> list[str]:
+    """The variables, outside :data:`MAY_DIFFER`, that ``env`` sets otherwise than the server's environment (or
+    sets where it does not, or not where it does)."""
+    return sorted(k for k in (set(env) | set(server_env)) - MAY_DIFFER if env.get(k) != server_env.get(k))
+
+
 def can_warm_start(env: dict, server_env: dict) -> bool:
     """A run may fork from the server when its environment is the server's but for :data:`MAY_DIFFER`."""
-    keys = (set(env) | set(server_env)) - MAY_DIFFER
-    return all(env.get(k) == server_env.get(k) for k in keys)
+    return not differences(env, server_env)
 
 
 def _warm() -> None:
