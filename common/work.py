@@ -268,5 +268,6 @@ def describe_work(work: dict) -> str:
     calls = sum(int(r.get("calls") or 0) for r in rows)
     flops = call_flops(work) or 0
     moved = sum((int(r.get("read") or 0) + int(r.get("written") or 0)) * int(r.get("calls") or 0) for r in rows)
-    return (f"work    one call of step(): {calls} aten ops, {fmt_flops(flops)}, {fmt_bytes_decimal(moved, figures=3)} "
+    ops = f"{calls} aten op{'' if calls == 1 else 's'}"
+    return (f"work    one call of step(): {ops}, {fmt_flops(flops)}, {fmt_bytes_decimal(moved, figures=3)} "
             f"read and written at least (counted on {work['how']}, before profiling; the report reads it)")
