@@ -62,6 +62,7 @@ from common.report.facts import workload
 from common.work import call_flops
 from common.report.facts.op_arithmetic import Work, work_of
 from common.report.model.peaks import Peak, compute_peak, peak_of
+from common.report.rates import fmt_gbs
 from common.report.load.shapes import ATTENTION_OPS, GEMM_OPS, counts_flops
 
 KNOBS_OP = "GEMMs and attention (per step, lesson's knobs)"
@@ -383,7 +384,7 @@ def judge(r: Rows) -> Roofline:
                         f"{name}: not in the datasheet table (common/report/model/peaks.py): achieved rates only",
                         r.step_flops, r.step_wall_us)
     note = (f"{name}: peaks of the {peak.device} ({peak.source}), dense (no sparsity); "
-            f"memory {_or_unknown(peak.memory_gbs, 'GB/s')}")
+            f"memory {fmt_gbs(peak.memory_gbs) if peak.memory_gbs else 'bandwidth unknown (no memory roof)'}")
     return Roofline(tuple(judge_row(row, peak) for row in r.rows), r.source, r.timed_on, name, peak, note,
                     r.step_flops, r.step_wall_us)
 
@@ -413,10 +414,6 @@ def judge_row(row: Row, peak: Peak) -> Judged:
     near = roof is not None and row.tflops is not None and 100.0 * row.tflops / roof >= NEAR_ROOF_PCT
     low = side == "memory" and intensity < LOW_INTENSITY
     return Judged(row, tflops, unit, pct, pct_bw, ridge, side if near or low else None, roof)
-
-
-def _or_unknown(value, unit: str) -> str:
-    return f"{value:,.0f} {unit}" if value else "bandwidth unknown (no memory roof)"
 
 
 # ----------------------------------------------------------------------------- JSON
