@@ -8,6 +8,7 @@ command the tests start)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import fcntl
 import gzip
@@ -270,10 +271,48 @@ def run_torchrun(script: str, *args: str, trace_dir: Path | None = None, nproc: 
     ``cwd``), with this Python; without ``trace_dir`` the script's own folder, ``traces/<script>``."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            str(REPO / script), *args, *(["--trace_dir", str(trace_dir)] if trace_dir is not None else [])]
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
-    return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, proc.stdout,
-               proc.stderr, cwd)
+    # PYTHONFAULTHANDLER: a job that outlives its timeout is sent SIGABRT, and every process of it (the agent, each
+    # rank) prints its Python stacks, so that the failure says where the job waited (one CI run's job hung once)
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            ranks = descendants(proc.pid)  # torchrun starts each rank in a session of its own
+            for pid in ranks:  # all at once, and before the agent: one rank's end has the agent end the others
+                _signal(pid, signal.SIGABRT)
+            time.sleep(2)
+            for pid in (proc.pid, *ranks):
+                _signal(pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"{' '.join(cmd[2:])} still ran after {timeout:g} s; its ranks' stacks "
+                                 f"(SIGABRT):\n{err[-20000:]}\nits output:\n{out[-2000:]}") from None
+    return Run(script, list(args), trace_dir or cwd / "traces" / Path(script).stem, proc.returncode, out, err, cwd)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, children before theirs (from /proc: each process's parent)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit():
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, todo = [], [pid]
+    while todo:
+        above = todo.pop(0)
+        children = [child for child, parent in parents.items() if parent == above]
+        out += children
+        todo += children
+    return out
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
 
 
 def free_port() -> int:

@@ -18,6 +18,9 @@ WRITTEN_IN_PROCESS = {
     "TORCHINDUCTOR_CACHE_DIR": os.path.join("/tmp", "torchinductor_someone"),
     # common/llm.py's setup, which tests/test_llm.py calls in-process
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    # common/lesson.py, imported in-process by the tests of a lesson's flags and set-up: the level every lesson
+    # sets itself before torch's profiler starts
+    "KINETO_LOG_LEVEL": "6",
 }
 
 

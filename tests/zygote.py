@@ -27,13 +27,14 @@ import sys
 # terminal's width, the Hub's settings: the server imports no Hub library; the lessons' CPU dtype; torchrun's
 # rank variables, which torch.distributed reads when a process group starts; what a test process writes into
 # its own os.environ by running library code in-process, read each time it is used: Inductor's cache folder,
-# set by Inductor's first ask, and transformers' advisory switch, set by common/llm.py; with either, every run
-# after would start cold). Any other difference (threads, CXX, which Inductor reads at import, CUDA's or
+# set by Inductor's first ask, transformers' advisory switch, set by common/llm.py, and Kineto's log level, which
+# common/lesson.py sets to the value every lesson sets itself; with any of them, every run after would start
+# cold). Any other difference (threads, CXX, which Inductor reads at import, CUDA's or
 # Python's settings) gets a plain subprocess.
 MAY_DIFFER = frozenset({"COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "HF_HUB_OFFLINE", "HF_HOME",
                         "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE", "PYTEST_CURRENT_TEST", "LESSONS_CPU_DTYPE",
                         "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHINDUCTOR_CACHE_DIR",
-                        "TRANSFORMERS_NO_ADVISORY_WARNINGS"})
+                        "TRANSFORMERS_NO_ADVISORY_WARNINGS", "KINETO_LOG_LEVEL"})
 
 
 def differences(env: dict, server_env: dict) -> list[str]:
