@@ -271,11 +271,10 @@ def run_torchrun(script: str, *args: str, trace_dir: Path | None = None, nproc: 
     ``cwd``), with this Python; without ``trace_dir`` the script's own folder, ``traces/<script>``."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            str(REPO / script), *args, *(["--trace_dir", str(trace_dir)] if trace_dir is not None else [])]
-    # PYTHONFAULTHANDLER: a job that outlives its timeout is sent SIGABRT, and every process of it (the agent, each
-    # rank) prints its Python stacks, so that the failure says where the job waited (one CI run's job hung once)
+    # PYTHONFAULTHANDLER: the ranks of a job that outlives its timeout are sent SIGABRT, and each prints its Python
+    # stacks, so that the failure says where the job waited (one CI run's job hung once)
     env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
-    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          start_new_session=True) as proc:
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -295,12 +294,9 @@ def descendants(pid: int) -> list[int]:
     """Every process below ``pid``, children before theirs (from /proc: each process's parent)."""
     parents = {}
     for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except (OSError, ValueError):
-            continue
         if entry.name.isdigit():
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
     out, todo = [], [pid]
     while todo:
         above = todo.pop(0)
