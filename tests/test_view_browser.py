@@ -4,6 +4,7 @@ fetch()es the trace the way the Perfetto UI does. Skips where Chromium is absent
 from __future__ import annotations
 
 import gzip
+import json
 import http.server
 import re
 import socket
@@ -114,6 +115,7 @@ const fill = CanvasRenderingContext2D.prototype.fillText;
 CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
   window.__drawn.add(String(text)); return fill.call(this, text, ...rest); };"""
 LOADED = "window.app && app.trace && !app.isLoadingTrace && document.querySelectorAll('.pf-track').length"
+TITLES = "[...document.querySelectorAll('.pf-track__title')].map(e => e.innerText)"
 WINDOW = "(() => { const w = app.trace.timeline.visibleWindow.toTimeSpan(); return [String(w.start), String(w.end)]; })()"
 
 
@@ -191,17 +193,32 @@ class Timeline:
                                      text=True)
         wait_listening(self.port, self.proc, 30)
         self.link = next(line.strip() for line in self.proc.stdout if line.startswith("http"))
-        first = len(page.events)
+        self.first = first = len(page.events)
         page.send("Page.navigate", url=self.link)
         assert page.wait_for(LOADED, 40), page.evaluate("document.body.innerText.slice(0, 500)")
         page.evaluate("app.commands.runCommand('dev.perfetto.ExpandAllGroups')")
-        time.sleep(1.0)  # a few frames: the expanded tracks draw
-        self.titles = page.evaluate("[...document.querySelectorAll('.pf-track__title')].map(e => e.innerText)")
+        self.page = page
+        self.titles = page.evaluate(TITLES)
         self.drawn = set(page.evaluate("[...window.__drawn]"))
         self.window_ns = tuple(int(x) for x in page.evaluate(WINDOW))
         self.requests = page.requests(first)
 
-    def title(self, pattern: str) -> bool:
+    def shows(self, *names: str, timeout: float = 30) -> bool:
+        """Whether the page draws every one of ``names`` within ``timeout`` s: a busy machine's Perfetto
+        queries its trace processor for a while after the tracks expand; ``drawn`` then holds what it drew."""
+        wanted = json.dumps(names)
+        self.page.wait_for(f"{wanted}.every(n => window.__drawn.has(n))", timeout)
+        self.drawn = set(self.page.evaluate("[...window.__drawn]"))
+        self.requests = self.page.requests(self.first)
+        return set(names) <= self.drawn
+
+    def title(self, pattern: str, timeout: float = 30) -> bool:
+        """Whether a track's title matches ``pattern`` within ``timeout`` s (the expanded groups' tracks
+        come a few frames later on a busy machine); ``titles`` then holds the page's."""
+        deadline = time.monotonic() + timeout
+        while not any(re.match(pattern, t) for t in self.titles) and time.monotonic() < deadline:
+            time.sleep(0.25)
+            self.titles = self.page.evaluate(TITLES)
         return any(re.match(pattern, t) for t in self.titles)
 
     def assert_offline(self, page) -> None:
@@ -239,7 +256,7 @@ def open_at_a_finding(page, tmp_path: Path, trace: Path, annotated: Path, page_h
     try:
         assert abs(view.window_ns[0] - start * 1000) <= 1 and abs(view.window_ns[1] - end * 1000) <= 1, view.window_ns
         assert view.title(r"Findings"), view.titles
-        assert f.rule in view.drawn, sorted(view.drawn)
+        assert view.shows(f.rule), sorted(view.drawn)
         view.assert_offline(page)
         shot(page, tmp_path, "finding.png")
     finally:
@@ -260,7 +277,7 @@ def test_lesson_trace_on_the_offline_timeline(page, tmp_path):
         here = f"http://127.0.0.1:{view.port}"
         assert re.fullmatch(rf"{re.escape(here)}/#!/\?url={re.escape(here)}/[\w-]{{32}}/{re.escape(trace.name)}", view.link)
         assert view.title(r"thread \d+"), view.titles
-        assert {"ProfilerStep#2", "matmul_add"} <= view.drawn, sorted(view.drawn)
+        assert view.shows("ProfilerStep#2", "matmul_add"), sorted(view.drawn)
         view.assert_offline(page)
         shot(page, tmp_path, "timeline.png")
         assert view.proc.wait(timeout=QUIET_S + 15) == 0  # the UI has it and went quiet: the viewer stops
@@ -276,7 +293,7 @@ def test_h100_trace_on_the_offline_timeline(page, tmp_path):
     try:
         assert view.title(r"thread \d+"), view.titles
         assert view.title(r"stream \d+"), view.titles  # the GPU's lane
-        assert {"ProfilerStep#2", "attn_fwd"} <= view.drawn, sorted(view.drawn)
+        assert view.shows("ProfilerStep#2", "attn_fwd"), sorted(view.drawn)
         view.assert_offline(page)
         shot(page, tmp_path, "timeline.png")
     finally:
