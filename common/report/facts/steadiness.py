@@ -80,9 +80,24 @@ class FirstVsRest:
             self.first - self.rest.median >= WIDER_MIN_US
 
     @property
+    def others(self) -> Spread:
+        """The others the first is judged against: :func:`typical` (with five or more, all but their
+        slowest: one stalled step, a busy machine's time slice, is an outlier, not their noise)."""
+        return typical(self.rest)
+
+    @property
     def beyond_noise(self) -> bool:
-        """Wider, and longer than the slowest of the others by more than the others' own spread."""
-        return self.wider and self.first - self.rest.high > max(self.rest.width, WIDER_MIN_US)
+        """Wider, and longer than the slowest of the (typical) others by more than their own spread."""
+        others = self.others
+        return self.wider and self.first - others.high > max(others.width, WIDER_MIN_US)
+
+    @property
+    def stall(self) -> float | None:
+        """The others' slowest, where it alone hides the first's width: left out of :attr:`others`, and
+        the first is beyond their noise only without it (a message names it)."""
+        if not self.beyond_noise or self.first - self.rest.high > max(self.rest.width, WIDER_MIN_US):
+            return None
+        return self.rest.high
 
 
 def first_vs_rest(durations: list[float]) -> FirstVsRest | None:

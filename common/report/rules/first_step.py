@@ -12,7 +12,7 @@ from __future__ import annotations
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.rules.judge import first_step, wide_first_step
-from common.report.facts.steadiness import COLD, PROFILER, Spread
+from common.report.facts.steadiness import COLD, PROFILER, FirstVsRest, Spread
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
 
@@ -23,6 +23,17 @@ def others_label(t: Tables) -> str:
     """``#3..#4``: the steps after the first."""
     n = len(t.model.steps)
     return f"{t.step_label(1)}..{t.step_label(n - 1)}" if n > 2 else t.step_label(1)
+
+
+def others_range(t: Tables, cmp: FirstVsRest) -> str:
+    """``51 µs to 224 µs``: the range of the steps the first is judged against; where one stalled step
+    was left out (:attr:`FirstVsRest.stall`), it is named: ``...; #5 stalled at 4.37 ms, left out: ...``."""
+    if cmp.stall is None:
+        return f"{fmt_us(cmp.rest.low)} to {fmt_us(cmp.rest.high)}"
+    said = f"{fmt_us(cmp.others.low)} to {fmt_us(cmp.others.high)}"
+    at = next(i for i, s in enumerate(t.model.steps) if i and s.dur == cmp.stall)
+    return (f"{said}, but for {t.step_label(at)}, which stalled at {fmt_us(cmp.stall)}: one slow step of "
+            f"{len(cmp.rest.values)}, an outlier (a busy machine's time slice), not the others' noise")
 
 
 def what_it_holds(t: Tables) -> str:
@@ -93,7 +104,7 @@ def first_recorded_step(t: Tables):
         return None
     rest, label = cmp.rest, t.step_label(0)
     seen = (f"{fmt_us(cmp.first)}, {times(cmp.ratio)} the median {fmt_us(rest.median)} of {others_label(t)} "
-            f"({fmt_us(rest.low)} to {fmt_us(rest.high)})")
+            f"({others_range(t, cmp)})")
     holds = what_it_holds(t)
     if first.kind == PROFILER:
         started = "" if (first.number or 0) else " and the profiler starts in it (no schedule step before it)"

@@ -9,7 +9,7 @@ import statistics
 
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
-from common.report.rules.first_step import others_label, times, what_it_holds
+from common.report.rules.first_step import others_label, others_range, times, what_it_holds
 from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, matmul_gflops,
                                       step_times, warmed_up)
 from common.report.facts.steadiness import COLD, PROFILER, WIDER_RATIO, first_vs_rest, steady, typical
@@ -18,8 +18,8 @@ from common.report.units import fmt_us, rounded
 
 
 def cold_first_step(t: Tables):
-    """The first recorded step much wider than the others, beyond their own spread, when it is the workload's first
-    call (``#0``, no warm-up: ``--schedule 0,0,N``): the cold start (workspaces, cuBLAS heuristics, lazy loading)
+    """The first recorded step much wider than the others, beyond their own spread (with five or more, one stalled
+    step left out and named: an outlier, not their noise), when it is the workload's first call (``#0``, no warm-up: ``--schedule 0,0,N``): the cold start (workspaces, cuBLAS heuristics, lazy loading)
     plus the profiler's own start; names the ops whose own time grew and the events no other step has. Paid once:
     the default schedule's wait step (or ``--warmup``) keeps it out of the window.
 
@@ -31,7 +31,7 @@ def cold_first_step(t: Tables):
     holds = what_it_holds(t)
     return Finding("cold_first_step", f"cold start: {label} is the workload's first call (nothing ran it before the "
                    f"profiler) and took {fmt_us(cmp.first)}, {times(cmp.ratio)} the median {fmt_us(rest.median)} of "
-                   f"{others_label(t)} (they range {fmt_us(rest.low)} to {fmt_us(rest.high)})"
+                   f"{others_label(t)} (they range {others_range(t, cmp)})"
                    + (f"; {holds}" if holds else "") + "; the profiler's own start is in it too (every run records its "
                    "first step wider)",
                    "one-time costs of the first call, paid once: the default schedule runs them in its unrecorded "
@@ -39,6 +39,7 @@ def cold_first_step(t: Tables):
                    "neither removes them",
                    dict(first_step=t.model.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
                         others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
+                        stall_us=None if cmp.stall is None else rounded(cmp.stall),
                         warmed_up=warmed_up(t) if t.knobs else None), level="warn",
                    spans=in_window(t, [(s.start, s.dur) for s in t.model.steps if s.name == t.model.steps[0].name]))
 
@@ -84,12 +85,13 @@ def noisy_steps(t: Tables):
 def annotation_gap(t: Tables):
     """The gap from a ``record_function`` start to its first ``aten::`` op, much wider in a cold first step (the
     workload's first call); not after the workload ran (the profiler's first step often widens it:
-    ``first_recorded_step`` gives it), nor inside the others' noise: the cold-start tax, zoomed in."""
+    ``first_recorded_step`` gives it), nor inside the others' noise, nor where one other step's gap (a stall) is as
+    wide: the cold-start tax, zoomed in."""
     rows = [(i, r) for i, r in enumerate(t.step_rows) if r.annotation_gap_us is not None]
     if len(rows) < 2 or rows[0][0] != 0 or cold_step(t) is None:
         return None
     cmp = first_vs_rest([r.annotation_gap_us for _, r in rows])
-    if cmp is None or not cmp.beyond_noise or cmp.ratio < 2:
+    if cmp is None or not cmp.beyond_noise or cmp.stall is not None or cmp.ratio < 2:  # a stalled step's gap as wide: silent
         return None
     r0 = rows[0][1]
     gaps = {t.model.steps[i].name: rounded(r.annotation_gap_us, 3) for i, r in rows}
