@@ -3,15 +3,15 @@
 It is the first step with the profiler's callbacks on: each event is recorded there for the first
 time, so every op and the gaps between them are longer. It is a cold start only when it is also the
 workload's first call (``--schedule 0,0,N`` without a warm-up); under the default schedule the first
-call runs in the unrecorded wait step. :mod:`.timeline`'s ``cold_first_step`` names a real cold
-start; :func:`first_recorded_step` here names the profiler's step for what it is.
+call runs in the unrecorded wait step. :func:`cold_first_step` names a real cold start (:mod:`.timeline`'s
+``annotation_gap`` zooms in on it); :func:`first_recorded_step` names the profiler's step for what it is.
 """
 
 from __future__ import annotations
 
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
-from common.report.rules.judge import first_step, wide_first_step
+from common.report.rules.judge import cold_step, first_step, warmed_up, wide_first_step
 from common.report.facts.steadiness import COLD, PROFILER, FirstVsRest, Spread
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
@@ -124,3 +124,31 @@ def first_recorded_step(t: Tables):
                         median_others_us=rounded(rest.median), ratio=rounded(cmp.ratio, 2), kind=first.kind,
                         calls_before=first.calls_before), level="note",
                    spans=in_window(t, [(t.model.steps[0].start, t.model.steps[0].dur)]))
+
+
+def cold_first_step(t: Tables):
+    """The first recorded step much wider than the others, beyond their own spread (with five or more, one stalled
+    step left out and named: an outlier, not their noise), when it is the workload's first call (``#0``, no
+    warm-up: ``--schedule 0,0,N``): the cold start (workspaces, cuBLAS heuristics, lazy loading) plus the
+    profiler's own start; names the ops whose own time grew and the events no other step has. Paid once:
+    the default schedule's wait step (or ``--warmup``) keeps it out of the window.
+
+    A wider first step after the workload already ran is the profiler's (``first_recorded_step``), never this."""
+    cmp = cold_step(t)
+    if cmp is None:
+        return None
+    rest, label = cmp.rest, t.step_label(0)
+    holds = what_it_holds(t)
+    return Finding("cold_first_step", f"cold start: {label} is the workload's first call (nothing ran it before the "
+                   f"profiler) and took {fmt_us(cmp.first)}, {times(cmp.ratio)} the median {fmt_us(rest.median)} of "
+                   f"{others_label(t)} (they range {others_range(t, cmp)})"
+                   + (f"; {holds}" if holds else "") + "; the profiler's own start is in it too (every run records its "
+                   "first step wider)",
+                   "one-time costs of the first call, paid once: the default schedule runs them in its unrecorded "
+                   "wait step (and --warmup before the profiler), so the profiled steps show the steady cost; "
+                   "neither removes them",
+                   dict(first_step=t.model.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
+                        others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
+                        stall_us=None if cmp.stall is None else rounded(cmp.stall),
+                        warmed_up=warmed_up(t) if t.knobs else None), level="warn",
+                   spans=in_window(t, [(s.start, s.dur) for s in t.model.steps if s.name == t.model.steps[0].name]))

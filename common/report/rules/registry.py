@@ -26,7 +26,7 @@ RULES: list = [
     overhead.hotspot_op,
     overhead.many_calls,
     overhead.children_heavy,
-    timeline.cold_first_step,
+    first_step.cold_first_step,
     first_step.first_recorded_step,
     timeline.noisy_steps,
     timeline.annotation_gap,

@@ -1,7 +1,7 @@
-"""Rules on the timeline: a cold first step (the workload's first call; the profiler's first recorded
-step is :mod:`.first_step`'s), noisy steps, the annotation's cold-start gap, the profiler's buffer
-requests (and why a CPU trace has none), a gap between kernels and what the CPU did meanwhile, a
-kernel (on the CPU: an op) timing differently across steps, the final synchronize."""
+"""Rules on the timeline (the first recorded step and a cold start are :mod:`.first_step`'s): noisy
+steps, the annotation's cold-start gap, the profiler's buffer requests (and why a CPU trace has none),
+a gap between kernels and what the CPU did meanwhile, a kernel (on the CPU: an op) timing differently
+across steps, the final synchronize."""
 
 from __future__ import annotations
 
@@ -9,39 +9,12 @@ import statistics
 
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
-from common.report.rules.first_step import others_label, others_range, times, what_it_holds
+from common.report.rules.first_step import times
 from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, matmul_gflops,
-                                      step_times, warmed_up)
+                                      step_times)
 from common.report.facts.steadiness import COLD, PROFILER, WIDER_RATIO, first_vs_rest, steady, typical
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
-
-
-def cold_first_step(t: Tables):
-    """The first recorded step much wider than the others, beyond their own spread (with five or more, one stalled
-    step left out and named: an outlier, not their noise), when it is the workload's first call (``#0``, no warm-up: ``--schedule 0,0,N``): the cold start (workspaces, cuBLAS heuristics, lazy loading)
-    plus the profiler's own start; names the ops whose own time grew and the events no other step has. Paid once:
-    the default schedule's wait step (or ``--warmup``) keeps it out of the window.
-
-    A wider first step after the workload already ran is the profiler's (``first_recorded_step``), never this."""
-    cmp = cold_step(t)
-    if cmp is None:
-        return None
-    rest, label = cmp.rest, t.step_label(0)
-    holds = what_it_holds(t)
-    return Finding("cold_first_step", f"cold start: {label} is the workload's first call (nothing ran it before the "
-                   f"profiler) and took {fmt_us(cmp.first)}, {times(cmp.ratio)} the median {fmt_us(rest.median)} of "
-                   f"{others_label(t)} (they range {others_range(t, cmp)})"
-                   + (f"; {holds}" if holds else "") + "; the profiler's own start is in it too (every run records its "
-                   "first step wider)",
-                   "one-time costs of the first call, paid once: the default schedule runs them in its unrecorded "
-                   "wait step (and --warmup before the profiler), so the profiled steps show the steady cost; "
-                   "neither removes them",
-                   dict(first_step=t.model.steps[0].name, first_us=rounded(cmp.first), median_others_us=rounded(rest.median),
-                        others_range_us=[rounded(rest.low), rounded(rest.high)], ratio=rounded(cmp.ratio, 2),
-                        stall_us=None if cmp.stall is None else rounded(cmp.stall),
-                        warmed_up=warmed_up(t) if t.knobs else None), level="warn",
-                   spans=in_window(t, [(s.start, s.dur) for s in t.model.steps if s.name == t.model.steps[0].name]))
 
 
 def noisy_steps(t: Tables):
