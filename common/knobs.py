@@ -68,7 +68,7 @@ class RunKnobs:
     guess: dict | None = None  # what the post expects one annotated call to run (common/guess.py)
     cpu: dict | None = None  # a CPU run's choices (common/cpu.py): threads, capability, dtype measured or given
     work: dict | None = None  # what one call of the workload ran, counted before profiling (common/work.py)
-    probe: dict | None = None  # the machine probe, timed before profiling (common/machine.py): work, us
+    probe: dict | None = None  # the machine probe (common/machine.py): work, us (before profiling), after (once it stopped)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -139,11 +139,20 @@ def _variants(raw: Any) -> dict[str, str]:
 
 
 def _probe(raw: Any) -> dict | None:
-    """The machine probe (common/machine.py): what it ran (text) and its samples (two or more finite,
-    positive µs); anything else counts as absent, so no comparison reads it."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("work"), str) or not isinstance(raw.get("us"), list):
+    """The machine probe (common/machine.py): what it ran (text), its samples before the profiler (``us``) and,
+    where the lesson timed them, after it (``after``): two or more finite, positive µs each. Anything else
+    counts as absent (an odd ``after``: the probe without it), so no comparison reads it."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("work"), str):
         return None
-    us = raw["us"]
-    if len(us) < 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e12 for x in us):
+    us, after = _samples(raw.get("us")), _samples(raw.get("after"))
+    if us is None:
         return None
-    return dict(work=raw["work"], us=[float(x) for x in us])
+    return dict(work=raw["work"], us=us, **({"after": after} if after is not None else {}))
+
+
+def _samples(raw: Any) -> list[float] | None:
+    if not isinstance(raw, list) or len(raw) < 2:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e12 for x in raw):
+        return None
+    return [float(x) for x in raw]

@@ -155,9 +155,12 @@ class Lesson:
         """Synchronise the device, then give temporary (table, trace) paths (``prof.export_chrome_trace``
         writes the trace's); both are renamed into place only if the block succeeds and wrote both
         (:func:`common.output.writing`: the trace folder is created here, and removed again if the write fails).
+        The machine probe is timed again here, the profiler stopped, and written into the trace (``probe``'s
+        ``after``; :func:`common.machine.write_after`): the two bracket the profiled steps.
         A compiled run also copies Inductor's compiled modules of this process beside the trace, in the same
         set (:mod:`common.inductor_source`), and removes the copies an earlier run of the same name left."""
         self.sync()
+        after = machine.measure()["us"] if self.knobs.probe else None  # the probe again: the profiler stopped
         copies = inductor_source.copy_plan(self.trace_path, inductor_source.loaded_modules()) \
             if self.args.compile else []
         what = "the table, the trace and the compiled modules" if copies else "the table and the trace"
@@ -166,6 +169,8 @@ class Lesson:
             for (data, _), tmp in zip(copies, copy_tmps):
                 tmp.write_bytes(data)
             yield table_tmp, trace_tmp
+            if after is not None and trace_tmp.exists():
+                machine.write_after(trace_tmp, self.knobs.probe, after)
         if self.args.compile:
             for stale in inductor_source.stale_copies(self.trace_path, {dest for _, dest in copies}):
                 with contextlib.suppress(OSError):

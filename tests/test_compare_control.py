@@ -387,3 +387,42 @@ def test_one_stall_in_a_noisy_run_carries_no_ratio(tmp_path):
     assert cpu["judged"] and cpu["at_least"] and cpu["ratio"] == pytest.approx(822 / 425, abs=0.01)
     assert "B/A 1.93x at the nearest (B's steps vary 6.2x" in cpu["verdict"] and "7." not in cpu["verdict"].split(";")[0]
     assert "x A's" not in cpu["verdict"] and "≥1.93x" in text
+
+
+# ----------------------------------------------------------------------------- the probe around the steps
+
+
+def matmul_add_steps(path, step_us: list, probe: dict):
+    """Part 1's size-64 CPU steps: an aten::mm of 30 µs and an aten::add of 6 µs under matmul_add, with the
+    lesson's knobs and its machine probe (too short a step for the ops to measure the machine)."""
+    ev, t = [], 0.0
+    for i, wall in enumerate(step_us):
+        ev += [event(f"ProfilerStep#{i + 2}", t, wall, "user_annotation"),
+               event("matmul_add", t + 1, wall - 2, "user_annotation"),
+               event("aten::mm", t + 2, 30), event("aten::add", t + 33, 6)]
+        t += wall + 1
+    return write_trace(path, ev, lesson=dict(knobs([]), shape=[64], probe=probe))
+
+
+def test_a_machine_busier_during_the_steps_than_before_them_is_no_verdict(tmp_path):
+    """A CI run: the same work in both runs, the probe before each run's profiler alike, and every step of B
+    1.7x A's: the machine got busier after B's probe, and the report judged. The probe timed after the
+    steps too (the lessons write it as ``after``) shows the busier machine: cannot tell."""
+    work, before = "Python 3.11 loop of 100,000 squares", [5000, 5100, 4950, 5050, 5020, 4980, 5010]
+    steady = [p * 1.01 for p in before]
+    busy = [p * 1.9 for p in before]
+    a = matmul_add_steps(tmp_path / "a.json", [100, 104, 98, 101], dict(work=work, us=before))
+    b = matmul_add_steps(tmp_path / "b.json", [170, 172, 169, 175], dict(work=work, us=before))
+    blind = compared(a, b)[0]["summary"]["cpu"]
+    assert blind["judged"] and blind["control"]["samples_after"] == 0  # before alone: the machine looks steady
+    a = matmul_add_steps(tmp_path / "a.json", [100, 104, 98, 101], dict(work=work, us=before, after=steady))
+    b = matmul_add_steps(tmp_path / "b.json", [170, 172, 169, 175], dict(work=work, us=before, after=busy))
+    c, text = compared(a, b)
+    cpu = c["summary"]["cpu"]
+    assert not cpu["judged"] and cpu["control"]["unit"] == "probe" and cpu["control"]["samples_after"] == 7
+    assert "cannot tell which run is faster: the difference is within the machine's drift" in cpu["verdict"]
+    assert "timed 7x before and 7x after each run's profiled steps" in " ".join(text.split())
+    # an odd "after" (one sample, a string) is no sample: the probe before counts alone, and says so
+    b = matmul_add_steps(tmp_path / "b.json", [170, 172, 169, 175], dict(work=work, us=before, after=["x"]))
+    cpu = compared(a, b)[0]["summary"]["cpu"]
+    assert cpu["judged"] and cpu["control"]["samples_after"] == 0 and "timed 7x before each run's profiler" in cpu["verdict"]

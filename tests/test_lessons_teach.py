@@ -4,6 +4,7 @@ nn.Linear's bias, medians in comparisons, commands that work where the reader st
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -49,6 +50,9 @@ def test_the_trace_carries_the_runs_knobs(runs):
     probe = knobs["probe"]
     assert probe["work"].startswith("Python ") and "loop" in probe["work"]
     assert len(probe["us"]) == 7 and all(us > 100 for us in probe["us"])
+    assert len(probe["after"]) == 7 and all(us > 100 for us in probe["after"])  # timed again once it stopped
+    with gzip.open(trace(runs["01_gzip"]), "rt") as f:  # written into a gzipped trace too
+        assert len(json.load(f)["lesson"]["probe"]["after"]) == 7
     with open(trace(runs["02_eager"])) as f:
         assert json.load(f)["lesson"]["warmup"] is True  # 02 warms up by default
 

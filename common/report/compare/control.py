@@ -51,6 +51,7 @@ class Control:
     a: Spread
     b: Spread
     too_short: "Control | None" = None  # beside the probe: the unchanged ops, too short to measure the machine
+    after: int = 0  # the probe: how many of A's samples were timed after its profiled steps (0: none, or not in both)
 
     @property
     def measures(self) -> bool:
@@ -82,8 +83,10 @@ class Control:
         long in B (1.08 ms vs 1.08 ms per step)``, or the probe's ``the machine probe (…) took …``."""
         if self.unit == "probe":
             beside = f"; {self.too_short.short_text()}" if self.too_short is not None else ""
-            return (f"the machine probe ({self.names[0]}, timed {len(self.a.values)}x before each run's profiler "
-                    f"started) took {self.ratio:.2f}x as long in B ({fmt_us(self.a.median)} vs "
+            before = len(self.a.values) - self.after
+            when = (f"{before}x before and {self.after}x after each run's profiled steps" if self.after
+                    else f"{before}x before each run's profiler started")
+            return (f"the machine probe ({self.names[0]}, timed {when}) took {self.ratio:.2f}x as long in B ({fmt_us(self.a.median)} vs "
                     f"{fmt_us(self.b.median)} a sample{beside})")
         return (f"{self._counted()} ({self._shown()}) took {self.ratio:.2f}x as long in B "
                 f"({fmt_us(self.a.median)} vs {fmt_us(self.b.median)} per step)")
@@ -110,7 +113,8 @@ class Control:
         low, high = self.explains
         return dict(unit=self.unit, names=list(self.names), a_median_us=self.a.median, b_median_us=self.b.median,
                     ratio=self.ratio, moved=self.moved, measures=self.measures, explains=[low, high],
-                    too_short=self.too_short.to_json() if self.too_short is not None else None)
+                    too_short=self.too_short.to_json() if self.too_short is not None else None,
+                    **({"samples_after": self.after} if self.unit == "probe" else {}))
 
 
 def control_of(unit: str, sa: dict, sb: dict) -> Control | None:
@@ -127,10 +131,15 @@ def control_of(unit: str, sa: dict, sb: dict) -> Control | None:
 
 
 def probe_control(pa: dict | None, pb: dict | None) -> Control | None:
-    """The machine probe of both runs, when both timed the same one (the knobs' ``probe``)."""
+    """The machine probe of both runs, when both timed the same one (the knobs' ``probe``): its samples
+    before the profiler and, where both runs have them, after it (a machine busier during the steps than
+    before them shows there)."""
     if pa is None or pb is None or pa["work"] != pb["work"]:
         return None
-    return Control("probe", (pa["work"],), Spread(tuple(pa["us"])), Spread(tuple(pb["us"])))
+    around = "after" in pa and "after" in pb  # both bracketed their steps: the samples from both sides count
+    samples = [tuple(p["us"]) + (tuple(p["after"]) if around else ()) for p in (pa, pb)]
+    return Control("probe", (pa["work"],), Spread(samples[0]), Spread(samples[1]),
+                   after=len(pa["after"]) if around else 0)
 
 
 def same_workload(a: RunSteps, b: RunSteps) -> bool:
