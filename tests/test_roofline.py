@@ -116,11 +116,24 @@ def test_cpu_run_with_record_shapes_exact_arithmetic_and_no_peak(runs):
     assert "peak unknown" in roof["note"]  # said once, under the roofline table, not in every finding (issue 37)
 
 
+def _said_too_busy(path: Path) -> bool:
+    """Whether the report says the run's matmuls ran slower than any CPU multiplies matrices: a machine so busy
+    that time slices landed inside the ops, so no share of a step is the op's own. Then it calls the run
+    neither overhead- nor compute-bound."""
+    found = {f["rule"]: f for f in report_json(path)["findings"]}
+    busy = "far slower than any CPU multiplies matrices" in found.get("noisy_steps", {}).get("message", "")
+    assert not (busy and {"overhead_bound", "compute_bound"} & found.keys()), sorted(found)
+    return busy
+
+
 def test_cpu_steps_rate_rises_with_size(runs):
     """Part 1 on the CPU (lesson's knobs, no record_shapes): the matmul's own rate barely moves with size,
-    the steps' rate does: at 64 the dispatch around the op costs much of the step, at 2048 almost none."""
+    the steps' rate does: at 64 the dispatch around the op costs much of the step, at 2048 almost none
+    (unless the machine was so busy that the report says it cannot tell: then so does this test)."""
     small, _ = _roofline(trace_of(runs["01_warm"]))
     big, _ = _roofline(trace_of(runs["01_2048"]))
+    if _said_too_busy(trace_of(runs["01_warm"])) or _said_too_busy(trace_of(runs["01_2048"])):
+        return  # a loaded run: the report said it cannot tell, and judged neither
     assert small["source"] == big["source"] == "count"  # the lesson counted its own work
     assert small["rows"][0]["flops"] == 2 * 64 ** 3 and big["rows"][0]["flops"] == 2 * BIG_SIZE ** 3
     (s_op, b_op), (s_step, b_step) = (small["rows"][0]["gflops"], big["rows"][0]["gflops"]), (
