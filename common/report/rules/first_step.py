@@ -33,7 +33,8 @@ def others_range(t: Tables, cmp: FirstVsRest) -> str:
     said = f"{fmt_us(cmp.others.low)} to {fmt_us(cmp.others.high)}"
     at = next(i for i, s in enumerate(t.model.steps) if i and s.dur == cmp.stall)
     return (f"{said}, but for {t.step_label(at)}, which stalled at {fmt_us(cmp.stall)}: one slow step of "
-            f"{len(cmp.rest.values)}, an outlier (a busy machine's time slice), not the others' noise")
+            f"{len(cmp.rest.values)}, an outlier (a busy machine's time slice), not the others' noise; "
+            f"{t.step_label(0)} may hold such a stall too")
 
 
 def what_it_holds(t: Tables) -> str:
