@@ -238,3 +238,17 @@ def test_a_long_stretch_with_no_op_is_not_called_dispatch(cpu_runs, tmp_path):
     assert "--profile-memory shows the frees" in regime.message
     plain = {f.rule: f for f in analyze(cpu_runs["warm"])[1]}
     assert "mostly not dispatch" not in " ".join(f.message for f in plain.values())
+
+
+def test_a_slow_matmul_in_the_profilers_first_step_is_no_busy_machine(tmp_path):
+    """A CI run of Part 1's default (3 steps): the profiler's first recorded step held a 4.12 ms aten::mm, the
+    others 21 µs. Over every step the matmul ran at 0.38 GFLOP/s, under any CPU's, and the report said
+    the machine was busy and called no regime; the steps the verdict reads are the others."""
+    cpu_64 = "tests/data/lessons_cpu/01_matmul_add/64_bf16_cold_eager.json.gz"
+    path = stretched(cpu_64, tmp_path / "slow_first.json", "aten::mm", "ProfilerStep#2", 4100)
+    rules = {f.rule: f for f in analyze(path)[1]}
+    assert "regime_cannot_tell" not in rules and "noisy_steps" not in rules
+    assert rules["first_recorded_step"].evidence["first_us"] > 4100
+    assert "378 MFLOP/s over their ops' CPU time (3 steps" in rules["roofline"].message  # as in that CI run
+    assert ("the matmul arithmetic ran at 31 GFLOP/s in the median step (378 MFLOP/s over every step, the "
+            "roofline's)") in rules["overhead_bound"].message

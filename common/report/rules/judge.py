@@ -102,6 +102,21 @@ def plausible_floor(t: Tables) -> float:
     return MIN_PLAUSIBLE_GFLOPS
 
 
+def typical_matmul_gflops(t: Tables) -> float | None:
+    """The matmul arithmetic's rate in the typical step of those the verdicts read (:func:`steady_work`: a wide
+    first step left out; the median step's own matmul time): :func:`matmul_gflops` is over every step, so one
+    stalled call (or the profiler's first recorded step, 4 ms for a 21 µs mm) would make a run look busy."""
+    rate, every = matmul_gflops(t), t.cpu_work
+    if rate is None:
+        return None
+    total = sum(sum(us) for name, us in every.by_step if name in MATMUL_OPS)
+    typical = steady_work(t).median_step_sum(lambda name: name in MATMUL_OPS)
+    if total <= 0 or typical <= 0 or not every.steps:
+        return rate
+    return rate * total / (len(every.steps) * typical)
+
+
 def implausibly_slow(t: Tables) -> bool:
-    rate = matmul_gflops(t)
+    """The typical step's matmul far slower than any CPU (:func:`typical_matmul_gflops`): a busy machine."""
+    rate = typical_matmul_gflops(t)
     return rate is not None and rate < plausible_floor(t)

@@ -9,7 +9,8 @@ from common.report.facts import knob_work
 from common.report.model.build import STEP_RE
 from common.report.findings import Finding, in_window
 from common.report.rules import advice, regime
-from common.report.rules.judge import implausibly_slow, matmul_gflops, plausible_floor, steady_work
+from common.report.rules.judge import (implausibly_slow, matmul_gflops, plausible_floor, steady_work,
+                                      typical_matmul_gflops)
 from common.report.rules.per_step import around, dispatch_text, ops_per_call, outlier_note
 from common.report.rates import fmt_tflops
 from common.report.facts.tables import Tables
@@ -33,8 +34,15 @@ CPU_COMPUTE_FROM_PCT = 90.0  # ...at or above this: compute-bound
 
 
 def _rate_text(t: Tables) -> str:
-    rate = matmul_gflops(t)
-    return f"; the matmul arithmetic ran at {fmt_tflops(rate / 1e3)}" if rate is not None else ""
+    """The matmul's rate in the median step the verdict reads; where one step's matmul took far longer, the
+    roofline's rate over every step beside it."""
+    rate, every = typical_matmul_gflops(t), matmul_gflops(t)
+    if rate is None:
+        return ""
+    if every is not None and max(rate, every) <= 1.25 * min(rate, every):  # the roofline's figure, as it says
+        return f"; the matmul arithmetic ran at {fmt_tflops(every / 1e3)}"
+    return (f"; the matmul arithmetic ran at {fmt_tflops(rate / 1e3)} in the median step ({fmt_tflops(every / 1e3)} "
+            "over every step, the roofline's)")
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,7 @@ def cpu_regime(t: Tables) -> Regime | None:
     if work is None or not work.compute_ops:
         return None
     if implausibly_slow(t):
-        rate = matmul_gflops(t)
+        rate = typical_matmul_gflops(t)
         return Regime(None, f"the matmul ran at {rate:.2g} GFLOP/s, slower than any CPU computes it "
                             f"(at least {plausible_floor(t):.2g}): the machine was busy, so the times are "
                             "waiting, not work")
@@ -107,7 +115,8 @@ def regime_cannot_tell(t: Tables):
     said = "neither overhead- nor compute-bound" if regime.between else "cannot tell overhead-bound from compute-bound"
     return Finding("regime_cannot_tell", f"{said}: {regime.cannot_tell}", hint,
                    dict(reason=regime.cannot_tell, between=regime.between, fastest_steps_compute_pct=[rounded(x) for x in regime.shares],
-                        matmul_gflops=rounded(matmul_gflops(t), 3), plausible_floor_gflops=rounded(plausible_floor(t), 3)),
+                        matmul_gflops=rounded(matmul_gflops(t), 3),
+                        median_step_matmul_gflops=rounded(typical_matmul_gflops(t), 3), plausible_floor_gflops=rounded(plausible_floor(t), 3)),
                    level="note", spans=_every_step(t))
 
 

@@ -10,8 +10,8 @@ import statistics
 from common.report.model import names as trace_names
 from common.report.findings import Finding, in_window
 from common.report.rules.first_step import times
-from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, matmul_gflops,
-                                      step_times)
+from common.report.rules.judge import (cold_step, first_step, implausibly_slow, is_real_steps, step_times,
+                                      typical_matmul_gflops)
 from common.report.facts.steadiness import COLD, PROFILER, WIDER_RATIO, first_vs_rest, steady, typical
 from common.report.facts.tables import Tables
 from common.report.units import fmt_us, rounded
@@ -38,7 +38,7 @@ def noisy_steps(t: Tables):
     parts = [f"{which} is {fmt_us(judged.low)} to {fmt_us(judged.high)} ({judged.high / max(judged.low, 1e-9):.1f}x "
              f"apart, median {fmt_us(judged.median)}): too noisy to judge step-to-step differences"]
     if busy:
-        parts = [f"the matmul arithmetic ran at {matmul_gflops(t) * 1e3:,.0f} MFLOP/s, far slower than any CPU "
+        parts = [f"the matmul arithmetic ran at {typical_matmul_gflops(t) * 1e3:,.0f} MFLOP/s, far slower than any CPU "
                  "multiplies matrices: the machine was busy (other programs, more threads than cores), so these "
                  "timings cannot tell overhead-bound from compute-bound"] + (parts if judged.noisy else [])
     if first_in_noise:
