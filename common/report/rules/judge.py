@@ -113,7 +113,8 @@ def typical_matmul_gflops(t: Tables) -> float | None:
     typical = steady_work(t).median_step_sum(lambda name: name in MATMUL_OPS)
     if total <= 0 or typical <= 0 or not every.steps:
         return rate
-    return rate * total / (len(every.steps) * typical)
+    median_step = rate * total / (len(every.steps) * typical)
+    return median_step if cpu_rate_possible(median_step) else rate
 
 
 def implausibly_slow(t: Tables) -> bool:
