@@ -185,10 +185,11 @@ def test_per_step_figures_are_medians_with_one_outlier_step(cpu_runs, tmp_path):
     """#26.5: one 6 ms call in one step is not the typical cost: the hotspot's per-step figure and the
     dispatch holders' are medians; the hotspot says which step carries its total."""
     base = {f.rule: f for f in analyze(cpu_runs["warm"])[1]}
-    path = stretched(cpu_runs["warm"], tmp_path / "outlier.json", "aten::mm", "ProfilerStep#3", 6000)
+    op = base["hotspot_op"].evidence["op"] if "hotspot_op" in base else "aten::mm"  # a busy run's may be aten::add
+    path = stretched(cpu_runs["warm"], tmp_path / "outlier.json", op, "ProfilerStep#3", 6000)
     rules = {f.rule: f for f in analyze(path)[1]}
     hot = rules["hotspot_op"]
-    assert hot.evidence["op"] == "aten::mm" and hot.evidence["self_cpu_us_per_step"] < 1000 < hot.evidence["self_cpu_us"]
+    assert hot.evidence["op"] == op and hot.evidence["self_cpu_us_per_step"] < 1000 < hot.evidence["self_cpu_us"]
     assert "medians over" in hot.message and "#3's" in hot.message and "outlier" in hot.message
     path = stretched(cpu_runs["warm"], tmp_path / "dispatch.json", "aten::resolve_conj", "ProfilerStep#3", 6000)
     rules = {f.rule: f for f in analyze(path)[1]}
