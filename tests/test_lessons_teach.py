@@ -125,8 +125,12 @@ def test_size_64_is_overhead_bound_on_the_cpu(runs):
         pytest.skip("an emulated bf16 64x64 matmul takes about 200 µs, as long as the dispatch around it: the "
                     "share of compute was 72% in one run, past 75% in another, and the verdict goes with it")
     f = findings(trace(runs["01_default"]))
-    ev = f["overhead_bound"]["evidence"]
     assert "compute_bound" not in f
+    busy = f.get("regime_cannot_tell", {}).get("evidence", {})
+    if "overhead_bound" not in f and busy.get("median_step_matmul_gflops", 1e9) < busy.get("plausible_floor_gflops", 0):
+        assert "the machine was busy" in f["regime_cannot_tell"]["message"]  # its median step's matmul says so
+        return
+    ev = f["overhead_bound"]["evidence"]
     assert ev["compute_pct"] < 75 and set(ev["compute_ops"]) == {"aten::mm", "aten::add"}
     assert "aten::matmul" not in ev["compute_ops"]  # a dispatcher: its time is the hand-off to aten::mm
     assert "bigger" in f["overhead_bound"]["hint"]
