@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def test_the_report_leads_to_each_fused_kernels_code(runs, key):
 
 def test_the_printed_module_command_times_the_kernel(runs, tmp_path):
     """The finding's command runs the compiled MLP alone (``-p``); its table holds the fused kernel, timed within
-    FACTOR of the trace's time per call. ``-p`` writes its Chrome trace to $TMPDIR/compiled_module_profile.json
+    FACTOR of the trace's typical (median) call. ``-p`` writes its Chrome trace to $TMPDIR/compiled_module_profile.json
     (/tmp by default, whatever else runs): here TMPDIR is this test's folder, and Inductor's cache stays where the
     lesson compiled the kernel (TMPDIR moves its default), so nothing is compiled again."""
     trace = trace_of(runs["03_compile"])
@@ -101,7 +102,11 @@ def test_the_printed_module_command_times_the_kernel(runs, tmp_path):
     average = re.split(r"\s{2,}", row.strip())[5]  # Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg
     number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", average).groups()
     alone_us = float(number) * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
-    assert kernel["per_call_us"] / FACTOR <= alone_us <= kernel["per_call_us"] * FACTOR, (alone_us, kernel)
+    with open(trace) as fh:  # the trace's typical call: the CPU figure is a mean of 3, and one stall carries it
+        calls = [e["dur"] for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("name") == kernel["name"]]
+    assert len(calls) == kernel["calls"] and sum(calls) == pytest.approx(kernel["per_call_us"] * len(calls), rel=0.01)
+    typical = statistics.median(calls)
+    assert typical / FACTOR <= alone_us <= typical * FACTOR, (alone_us, sorted(calls), kernel)
 
 
 def test_a_compiled_graph_that_fuses_nothing_says_so_and_points_at_its_module(runs):
