@@ -86,8 +86,8 @@ class Control:
             before = len(self.a.values) - self.after
             when = (f"{before}x before and {self.after}x after each run's profiled steps" if self.after
                     else f"{before}x before each run's profiler started")
-            return (f"the machine probe ({self.names[0]}, timed {when}) took {self.ratio:.2f}x as long in B ({fmt_us(self.a.median)} vs "
-                    f"{fmt_us(self.b.median)} a sample{beside})")
+            return (f"the machine probe ({self.names[0]}, timed {when}) took {self.ratio:.2f}x as long in B "
+                    f"({fmt_us(self.a.median)} vs {fmt_us(self.b.median)} a sample{beside})")
         return (f"{self._counted()} ({self._shown()}) took {self.ratio:.2f}x as long in B "
                 f"({fmt_us(self.a.median)} vs {fmt_us(self.b.median)} per step)")
 

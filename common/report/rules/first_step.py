@@ -27,7 +27,7 @@ def others_label(t: Tables) -> str:
 
 def others_range(t: Tables, cmp: FirstVsRest) -> str:
     """``51 µs to 224 µs``: the range of the steps the first is judged against; where one stalled step
-    was left out (:attr:`FirstVsRest.stall`), it is named: ``...; #5 stalled at 4.37 ms, left out: ...``."""
+    was left out (:attr:`FirstVsRest.stall`), it is named: ``..., but for #5, which stalled at 4.37 ms: ...``."""
     if cmp.stall is None:
         return f"{fmt_us(cmp.rest.low)} to {fmt_us(cmp.rest.high)}"
     said = f"{fmt_us(cmp.others.low)} to {fmt_us(cmp.others.high)}"

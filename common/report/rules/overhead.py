@@ -116,7 +116,8 @@ def regime_cannot_tell(t: Tables):
     return Finding("regime_cannot_tell", f"{said}: {regime.cannot_tell}", hint,
                    dict(reason=regime.cannot_tell, between=regime.between, fastest_steps_compute_pct=[rounded(x) for x in regime.shares],
                         matmul_gflops=rounded(matmul_gflops(t), 3),
-                        median_step_matmul_gflops=rounded(typical_matmul_gflops(t), 3), plausible_floor_gflops=rounded(plausible_floor(t), 3)),
+                        median_step_matmul_gflops=rounded(typical_matmul_gflops(t), 3),
+                        plausible_floor_gflops=rounded(plausible_floor(t), 3)),
                    level="note", spans=_every_step(t))
 
 
