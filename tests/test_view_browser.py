@@ -186,6 +186,7 @@ class Timeline:
     and every track group expanded: what the page shows."""
 
     def __init__(self, page, trace: Path, *args: str):
+        self.trace = trace
         self.port = free_port()
         self.proc = subprocess.Popen(module_command("common.view", trace, "--port", self.port, "--no-browser",
                                                     "--timeout", "60", *args),
@@ -202,6 +203,18 @@ class Timeline:
         self.drawn = set(page.evaluate("[...window.__drawn]"))
         self.window_ns = tuple(int(x) for x in page.evaluate(WINDOW))
         self.requests = page.requests(first)
+
+    def zoom_to(self, name: str) -> tuple[int, int]:
+        """Set the page's window on the trace's first slice called ``name``, as a reader zooms in: the whole
+        trace of a busy run (one stalled step makes it ms wide) leaves a 100 µs step too narrow for its
+        title. The window as the page then has it (ns: a JSON trace's µs times 1000)."""
+        opener = gzip.open if self.trace.name.endswith(".gz") else open
+        with opener(self.trace, "rt") as f:
+            e = next(e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("name") == name)
+        start, end = round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
+        self.page.evaluate(f"app.trace.timeline.setViewportTime({start}n, {end}n)")
+        self.window_ns = tuple(int(x) for x in self.page.evaluate(WINDOW))
+        return start, end
 
     def shows(self, *names: str, timeout: float = 30) -> bool:
         """Whether the page draws every one of ``names`` within ``timeout`` s: a busy machine's Perfetto
@@ -277,6 +290,8 @@ def test_lesson_trace_on_the_offline_timeline(page, tmp_path):
         here = f"http://127.0.0.1:{view.port}"
         assert re.fullmatch(rf"{re.escape(here)}/#!/\?url={re.escape(here)}/[\w-]{{32}}/{re.escape(trace.name)}", view.link)
         assert view.title(r"thread \d+"), view.titles
+        step = view.zoom_to("ProfilerStep#2")
+        assert all(abs(a - b) <= 1 for a, b in zip(view.window_ns, step)), (view.window_ns, step)
         assert view.shows("ProfilerStep#2", "matmul_add"), sorted(view.drawn)
         view.assert_offline(page)
         shot(page, tmp_path, "timeline.png")
@@ -293,6 +308,8 @@ def test_h100_trace_on_the_offline_timeline(page, tmp_path):
     try:
         assert view.title(r"thread \d+"), view.titles
         assert view.title(r"stream \d+"), view.titles  # the GPU's lane
+        step = view.zoom_to("ProfilerStep#2")
+        assert all(abs(a - b) <= 1 for a, b in zip(view.window_ns, step)), (view.window_ns, step)
         assert view.shows("ProfilerStep#2", "attn_fwd"), sorted(view.drawn)
         view.assert_offline(page)
         shot(page, tmp_path, "timeline.png")
