@@ -157,7 +157,8 @@ def matmul_dispatch(t: Tables):
         hint = (f"bmm is the batched path ({why}): both operands carry the batch axis (aten::matmul folds a 2-D "
                 "second operand into one aten::mm)")
     else:
-        hint = "2-D inputs take the plain GEMM path; a leading batch axis (01's --batch 8) would dispatch aten::bmm"
+        hint = ("2-D inputs take the plain GEMM path; a leading batch axis on both operands (8 × n × n, Part 1's "
+                "experiment) would dispatch aten::bmm")
     return Finding("matmul_dispatch", f"aten::matmul dispatches to {' and '.join(parts)}{rtxt}", hint,
                    dict(mm=mm, bmm=bmm, launches_per_call={op: rounded(r.launches / r.calls, 2) for op, r in under.items()},
                         other_runtime_calls={op: dict(calls_with_them=r.calls_with_others, by_name=r.others)
